@@ -1,0 +1,278 @@
+// Package plan turns one sqm queue section into the qdisc/class/filter tree
+// sqm will build, as plain values. It does no I/O: everything it needs from
+// the system (the interface MTU) comes in through Env, so every recipe can be
+// tested anywhere and compared with what the kernel reports back.
+package plan
+
+import (
+	"fmt"
+	"time"
+)
+
+// Handle is a tc handle or class id: major in the upper 16 bits, minor in the
+// lower. It marshals as tc writes it ("1:10", "ffff:", "root").
+type Handle uint32
+
+const (
+	HandleRoot    Handle = 0xFFFFFFFF // TC_H_ROOT
+	HandleIngress Handle = 0xFFFFFFF1 // TC_H_INGRESS (parent of the ingress qdisc)
+	HandleNone    Handle = 0
+)
+
+// MakeHandle builds major:minor.
+func MakeHandle(major, minor uint16) Handle { return Handle(uint32(major)<<16 | uint32(minor)) }
+
+func (h Handle) Major() uint16 { return uint16(h >> 16) }
+func (h Handle) Minor() uint16 { return uint16(h) }
+
+func (h Handle) String() string {
+	switch h {
+	case HandleRoot:
+		return "root"
+	case HandleIngress:
+		return "ingress"
+	case HandleNone:
+		return "none"
+	}
+	if h.Minor() == 0 {
+		return fmt.Sprintf("%x:", h.Major())
+	}
+	return fmt.Sprintf("%x:%x", h.Major(), h.Minor())
+}
+
+func (h Handle) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// Plan is the complete desired state for one shaped interface.
+type Plan struct {
+	Interface string `json:"interface"`
+	Section   string `json:"section,omitempty"`
+	Script    string `json:"script"`
+	Qdisc     string `json:"qdisc"`
+	// Egress is the tree on the interface's root; nil when upload is 0
+	// (sqm then leaves the interface's root qdisc alone).
+	Egress *Tree `json:"egress,omitempty"`
+	// Ingress handles received packets; nil when download is 0.
+	Ingress *Ingress `json:"ingress,omitempty"`
+	// Notes are things the user should know: fallbacks taken, differences
+	// from sqm-scripts that apply to this plan.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Tree is the shaping tree on one device's root.
+type Tree struct {
+	Device   string   `json:"device"`
+	RateKbit uint64   `json:"rate_kbit"`
+	Qdiscs   []Qdisc  `json:"qdiscs"` // creation order: root first
+	Classes  []Class  `json:"classes,omitempty"`
+	Filters  []Filter `json:"filters,omitempty"`
+}
+
+// Ingress is what sqm puts on the interface's ingress hook (an ingress
+// qdisc, handle ffff:) and, when shaping rather than policing, the IFB device
+// the hook redirects to.
+type Ingress struct {
+	// IFB is the name of the IFB device sqm creates; empty for the policer.
+	IFB string `json:"ifb,omitempty"`
+	// Hook holds the filters attached to the ingress qdisc: a mirred
+	// redirect to the IFB, or the policer.
+	Hook []Filter `json:"hook"`
+	// Shaper is the tree on the IFB's root; nil for the policer.
+	Shaper *Tree `json:"shaper,omitempty"`
+	// RateKbit is the ingress rate (for the policer, where there is no tree).
+	RateKbit uint64 `json:"rate_kbit"`
+}
+
+// Qdisc is one queueing discipline. Exactly one of the kind-specific option
+// pointers matching Kind is set (none for "ingress").
+type Qdisc struct {
+	Handle Handle `json:"handle"`
+	Parent Handle `json:"parent"`
+	Kind   string `json:"kind"`
+	Stab   *Stab  `json:"stab,omitempty"`
+
+	HTB     *HTB     `json:"htb,omitempty"`
+	TBF     *TBF     `json:"tbf,omitempty"`
+	Cake    *Cake    `json:"cake,omitempty"`
+	FqCodel *FqCodel `json:"fq_codel,omitempty"`
+	Codel   *Codel   `json:"codel,omitempty"`
+	Pie     *Pie     `json:"pie,omitempty"`
+	FqPie   *FqPie   `json:"fq_pie,omitempty"`
+	SFQ     *SFQ     `json:"sfq,omitempty"`
+	Fifo    *Fifo    `json:"fifo,omitempty"` // pfifo (packets) and bfifo (bytes)
+}
+
+// Stab is a size table: the kernel adds Overhead to each packet, applies
+// MPU, and for LinkLayer "atm" rounds up to 53-byte cells carrying 48 bytes.
+type Stab struct {
+	MTU       uint32 `json:"mtu"`
+	TSize     uint32 `json:"tsize"`
+	MPU       uint32 `json:"mpu"`
+	Overhead  int32  `json:"overhead"`
+	LinkLayer string `json:"linklayer"` // "ethernet" or "atm"
+}
+
+// HTB is the root options of an htb qdisc.
+type HTB struct {
+	Default uint16 `json:"default"` // minor of the default class
+}
+
+// TBF is a token bucket filter root.
+type TBF struct {
+	RateBits uint64        `json:"rate_bits"`
+	Burst    uint32        `json:"burst"`   // bytes
+	Latency  time.Duration `json:"latency"` // the kernel gets limit = rate*latency + burst
+	// LinkLayer is htb_private-style link-layer accounting on the rate table.
+	LinkLayer *RateLinkLayer `json:"linklayer,omitempty"`
+}
+
+// RateLinkLayer is link-layer accounting carried inside a rate spec
+// (linklayer_adaptation_mechanism htb_private).
+type RateLinkLayer struct {
+	LinkLayer string `json:"linklayer"` // "ethernet" or "atm"
+	Overhead  int32  `json:"overhead"`
+	MPU       uint32 `json:"mpu"`
+	MTU       uint32 `json:"mtu"`
+}
+
+// Cake options. Pointers and zero values mean "not given": cake's default.
+type Cake struct {
+	BandwidthBits uint64        `json:"bandwidth_bits"`      // 0: unlimited
+	Diffserv      string        `json:"diffserv,omitempty"`  // diffserv3|diffserv4|diffserv8|besteffort|precedence
+	FlowMode      string        `json:"flow_mode,omitempty"` // flowblind|srchost|dsthost|hosts|flows|dual-srchost|dual-dsthost|triple-isolate
+	NAT           *bool         `json:"nat,omitempty"`
+	Wash          *bool         `json:"wash,omitempty"`
+	Ingress       *bool         `json:"ingress,omitempty"`
+	ACKFilter     string        `json:"ack_filter,omitempty"` // ack-filter|ack-filter-aggressive|no-ack-filter
+	SplitGSO      *bool         `json:"split_gso,omitempty"`
+	Autorate      *bool         `json:"autorate_ingress,omitempty"`
+	RTT           time.Duration `json:"rtt,omitempty"`
+	Overhead      *int32        `json:"overhead,omitempty"`
+	MPU           *uint32       `json:"mpu,omitempty"`
+	ATM           string        `json:"atm,omitempty"` // noatm|atm|ptm
+	Raw           *bool         `json:"raw,omitempty"` // raw: no overhead compensation at all
+	Memlimit      uint32        `json:"memlimit,omitempty"`
+	FwMark        uint32        `json:"fwmark,omitempty"`
+}
+
+// FqCodel options; zero means the kernel default.
+type FqCodel struct {
+	Limit       uint32        `json:"limit,omitempty"`
+	Flows       uint32        `json:"flows,omitempty"`
+	Quantum     uint32        `json:"quantum,omitempty"`
+	Target      time.Duration `json:"target,omitempty"`
+	Interval    time.Duration `json:"interval,omitempty"`
+	ECN         *bool         `json:"ecn,omitempty"`
+	MemoryLimit uint32        `json:"memory_limit,omitempty"`
+	CEThreshold time.Duration `json:"ce_threshold,omitempty"`
+	DropBatch   uint32        `json:"drop_batch,omitempty"`
+}
+
+// Codel options; zero means the kernel default.
+type Codel struct {
+	Limit       uint32        `json:"limit,omitempty"`
+	Target      time.Duration `json:"target,omitempty"`
+	Interval    time.Duration `json:"interval,omitempty"`
+	ECN         *bool         `json:"ecn,omitempty"`
+	CEThreshold time.Duration `json:"ce_threshold,omitempty"`
+}
+
+// Pie options; zero means the kernel default.
+type Pie struct {
+	Limit    uint32        `json:"limit,omitempty"`
+	Target   time.Duration `json:"target,omitempty"`
+	TUpdate  time.Duration `json:"tupdate,omitempty"`
+	Alpha    uint32        `json:"alpha,omitempty"`
+	Beta     uint32        `json:"beta,omitempty"`
+	ECN      *bool         `json:"ecn,omitempty"`
+	Bytemode *bool         `json:"bytemode,omitempty"`
+}
+
+// FqPie options; zero means the kernel default.
+type FqPie struct {
+	Limit       uint32        `json:"limit,omitempty"`
+	Flows       uint32        `json:"flows,omitempty"`
+	Target      time.Duration `json:"target,omitempty"`
+	TUpdate     time.Duration `json:"tupdate,omitempty"`
+	Quantum     uint32        `json:"quantum,omitempty"`
+	ECN         *bool         `json:"ecn,omitempty"`
+	MemoryLimit uint32        `json:"memory_limit,omitempty"`
+}
+
+// SFQ options; zero means the kernel default.
+type SFQ struct {
+	Limit   uint32 `json:"limit,omitempty"`
+	Flows   uint32 `json:"flows,omitempty"`
+	Quantum uint32 `json:"quantum,omitempty"`
+	Perturb uint32 `json:"perturb,omitempty"` // seconds
+	Divisor uint32 `json:"divisor,omitempty"`
+	Depth   uint32 `json:"depth,omitempty"`
+}
+
+// Fifo is pfifo (Limit in packets) or bfifo (Limit in bytes).
+type Fifo struct {
+	Limit uint32 `json:"limit"`
+}
+
+// Class is one HTB class.
+type Class struct {
+	ClassID Handle    `json:"classid"`
+	Parent  Handle    `json:"parent"`
+	HTB     *HTBClass `json:"htb"`
+}
+
+// HTBClass is an HTB class's parameters.
+type HTBClass struct {
+	RateBits uint64 `json:"rate_bits"`
+	CeilBits uint64 `json:"ceil_bits"`
+	Burst    uint32 `json:"burst,omitempty"`  // bytes; 0: htb's default
+	CBurst   uint32 `json:"cburst,omitempty"` // bytes; 0: htb's default
+	Quantum  uint32 `json:"quantum,omitempty"`
+	Prio     uint32 `json:"prio"`
+	// LinkLayer is htb_private link-layer accounting.
+	LinkLayer *RateLinkLayer `json:"linklayer,omitempty"`
+}
+
+// Filter is one tc filter. Protocol is tc's name for the ethertype ("all",
+// "ip", "ipv6", "arp", "802.1Q", "ppp_ses").
+type Filter struct {
+	Parent   Handle   `json:"parent"`
+	Prio     uint16   `json:"prio"`
+	Protocol string   `json:"protocol"`
+	Kind     string   `json:"kind"` // "u32" or "matchall"
+	U32      *U32     `json:"u32,omitempty"`
+	FlowID   Handle   `json:"flowid,omitempty"` // class the match sends packets to
+	Actions  []Action `json:"actions,omitempty"`
+	// Comment says what the filter is for, rendered as a shell comment.
+	Comment string `json:"comment,omitempty"`
+}
+
+// U32 is a u32 classifier: all keys must match.
+type U32 struct {
+	Keys []U32Key `json:"keys"`
+}
+
+// U32Key matches the 32-bit big-endian word at Off bytes from the network
+// header: (word & Mask) == Val. It renders as `match u32 VAL MASK at OFF`.
+type U32Key struct {
+	Val  uint32 `json:"val"`
+	Mask uint32 `json:"mask"`
+	Off  int32  `json:"off"`
+}
+
+// Action is one tc action attached to a filter; exactly one field is set.
+type Action struct {
+	Mirred *Mirred `json:"mirred,omitempty"`
+	Police *Police `json:"police,omitempty"`
+}
+
+// Mirred redirects the packet to the egress of Device (an IFB).
+type Mirred struct {
+	Device string `json:"device"`
+}
+
+// Police drops what exceeds Rate beyond a bucket of Burst bytes.
+type Police struct {
+	RateBits uint64 `json:"rate_bits"`
+	Burst    uint32 `json:"burst"` // bytes
+	MTU      uint32 `json:"mtu"`   // largest packet the bucket accepts
+}
