@@ -1,0 +1,20 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+)
+
+// TODO(owner of this command): replace this placeholder.
+func cmdDaemon() *command {
+	return &command{
+		name:    "daemon",
+		summary: "(not built yet)",
+		usage:   "sqm daemon",
+		help:    "Not built yet.",
+		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			return errors.New("not implemented yet")
+		},
+	}
+}

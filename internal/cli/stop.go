@@ -1,0 +1,20 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+)
+
+// TODO(owner of this command): replace this placeholder.
+func cmdStop() *command {
+	return &command{
+		name:    "stop",
+		summary: "(not built yet)",
+		usage:   "sqm stop",
+		help:    "Not built yet.",
+		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			return errors.New("not implemented yet")
+		},
+	}
+}
