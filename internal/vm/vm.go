@@ -1,0 +1,359 @@
+// Package vm boots Debian's full kernel under qemu and runs one command
+// inside it, with the host's root file system shared read-only over 9p.
+//
+// It exists because the development and CI machines run a minimal kernel
+// without cake, fq_codel, netem, police and friends (see
+// /work/shared/lab/README.md): tests and `sqm lab --vm` need a kernel that
+// has them. KVM does not work on these machines, so qemu emulates (TCG);
+// booting to the first command takes a few seconds.
+//
+// Inside the VM the command runs as root in a chroot of the host root, with
+// fresh proc, sys, devtmpfs, and tmpfs on /tmp and /run (so /run/netns is
+// writable). Host binaries run as they are. The environment is clean except
+// for PATH, HOME=/root, TMPDIR=/tmp, SQM_VM=1 and Config.Env.
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// GuestOutDir is where Config.OutDir appears inside the VM.
+const GuestOutDir = "/run/sqm-out"
+
+// Config describes one VM run. Only Command is required.
+type Config struct {
+	// Kernel to boot; the zero value means FindKernel().
+	Kernel Kernel
+	// Command and its arguments, resolved inside the VM (host paths work,
+	// except under /tmp and /run, which are fresh tmpfs inside).
+	Command []string
+	// Env adds KEY=VALUE entries to the command's environment.
+	Env []string
+	// Dir is the command's working directory inside the VM ("/" if empty).
+	Dir string
+	// Timeout bounds the whole run including boot; 0 means 10 minutes.
+	Timeout time.Duration
+	// Stdout receives the command's stdout and stderr (the serial console,
+	// without the harness's marker lines); nil discards them.
+	Stdout io.Writer
+	// OutDir is a host directory shared writable at GuestOutDir, for
+	// results and for binaries the command should run (host /tmp is not
+	// visible inside). Empty means no writable share.
+	OutDir string
+	// MemoryMB and CPUs default to 1024 and 2.
+	MemoryMB, CPUs int
+	// QEMU and Busybox override the binaries found on PATH or in /bin.
+	QEMU, Busybox string
+}
+
+// Result is what one run measured.
+type Result struct {
+	ExitCode int
+	// Boot is the time from starting qemu to the command starting.
+	Boot time.Duration
+	// Total is the time from starting qemu to qemu exiting.
+	Total time.Duration
+}
+
+// Run boots the VM, runs cfg.Command and returns its exit status. err is
+// non-nil only if the command could not be run to completion (no kernel,
+// VM did not boot, timeout); a failing command is a non-zero exit code.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	res, err := Boot(ctx, cfg)
+	if err != nil {
+		return -1, err
+	}
+	return res.ExitCode, nil
+}
+
+// Boot is Run with timings.
+func Boot(ctx context.Context, cfg Config) (Result, error) {
+	if len(cfg.Command) == 0 {
+		return Result{}, errors.New("vm: run: no command given")
+	}
+	if cfg.Kernel.Image == "" {
+		k, err := FindKernel()
+		if err != nil {
+			return Result{}, err
+		}
+		cfg.Kernel = k
+	}
+	qemu, err := findQEMU(cfg.QEMU)
+	if err != nil {
+		return Result{}, err
+	}
+	busybox, err := findBusybox(cfg.Busybox)
+	if err != nil {
+		return Result{}, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 1024
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.OutDir != "" {
+		if fi, err := os.Stat(cfg.OutDir); err != nil || !fi.IsDir() {
+			return Result{}, fmt.Errorf("vm: out dir %q is not a directory: create it first", cfg.OutDir)
+		}
+	}
+	var nb [8]byte
+	rand.Read(nb[:])
+	nonce := hex.EncodeToString(nb[:])
+
+	initrd, err := os.CreateTemp("", "sqm-vm-initrd-*.cpio.gz")
+	if err != nil {
+		return Result{}, fmt.Errorf("vm: initramfs: %w", err)
+	}
+	defer os.Remove(initrd.Name())
+	if err := writeInitramfs(initrd, cfg, busybox, nonce); err != nil {
+		initrd.Close()
+		return Result{}, err
+	}
+	if err := initrd.Close(); err != nil {
+		return Result{}, fmt.Errorf("vm: initramfs: %w", err)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	args := []string{
+		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
+		"-nographic", "-no-reboot", "-nic", "none",
+		"-kernel", cfg.Kernel.Image, "-initrd", initrd.Name(),
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+	}
+	if cfg.OutDir != "" {
+		args = append(args, "-virtfs", "local,path="+cfg.OutDir+",mount_tag=out,security_model=none,multidevs=remap")
+	}
+	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd.WaitDelay = 2 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("vm: qemu: %w", err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("vm: start qemu: %w", err)
+	}
+
+	out := cfg.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	var (
+		res      = Result{ExitCode: -1}
+		started  bool
+		blank    int
+		exited   bool
+		failMsg  string
+		tail     = newTail(40)
+		startTag = "SQM-VM-START-" + nonce
+		exitTag  = "SQM-VM-EXIT-" + nonce + "="
+		failTag  = "SQM-VM-FAIL-" + nonce + ": "
+	)
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := r.ReadString('\n')
+		if len(line) > 0 {
+			text := strings.TrimRight(line, "\r\n")
+			// The marker may share a line with output that had no newline.
+			switch {
+			case strings.Contains(text, startTag):
+				started = true
+				res.Boot = time.Since(start)
+			case strings.Contains(text, exitTag):
+				i := strings.Index(text, exitTag)
+				if blank > 1 {
+					fmt.Fprint(out, strings.Repeat("\n", blank-1))
+				}
+				if i > 0 {
+					fmt.Fprintln(out, text[:i])
+				}
+				if n, err := strconv.Atoi(strings.TrimSpace(text[i+len(exitTag):])); err == nil {
+					res.ExitCode, exited = n, true
+				}
+			case strings.Contains(text, failTag):
+				failMsg = text[strings.Index(text, failTag)+len(failTag):]
+			default:
+				tail.add(text)
+				if started && !exited {
+					// init prints an empty line before the exit marker so
+					// that it starts a line; hold empty lines back until
+					// we know they are output.
+					if text == "" {
+						blank++
+						break
+					}
+					for ; blank > 0; blank-- {
+						fmt.Fprintln(out)
+					}
+					fmt.Fprintln(out, text)
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	waitErr := cmd.Wait()
+	res.Total = time.Since(start)
+	if exited {
+		return res, nil
+	}
+	what := "did not boot"
+	switch {
+	case failMsg != "":
+		what = "could not set up: " + failMsg
+	case started:
+		what = "stopped before the command finished"
+	}
+	if ctx.Err() != nil {
+		what += fmt.Sprintf(" (timed out after %s)", cfg.Timeout.Round(time.Second))
+	} else if waitErr != nil {
+		what += fmt.Sprintf(" (qemu: %v)", waitErr)
+	}
+	msg := fmt.Sprintf("vm: %s: kernel %s", what, cfg.Kernel.Image)
+	if s := strings.TrimSpace(stderr.String()); s != "" {
+		msg += "\nqemu stderr:\n" + s
+	}
+	msg += "\nlast console lines:\n" + tail.String()
+	return res, fmt.Errorf("%s: %w", msg, errNoBoot)
+}
+
+// tail keeps the last n console lines for error messages.
+type tail struct {
+	n     int
+	lines []string
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+func (t *tail) add(s string) {
+	t.lines = append(t.lines, s)
+	if len(t.lines) > t.n {
+		t.lines = t.lines[1:]
+	}
+}
+func (t *tail) String() string { return strings.Join(t.lines, "\n") }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// commandScript is run by the host's /bin/sh inside the chroot.
+func commandScript(cfg Config) string {
+	dir := cfg.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	env := []string{"PATH=" + guestPath, "HOME=/root", "TMPDIR=/tmp", "TERM=dumb"}
+	env = append(env, cfg.Env...)
+	env = append(env, "SQM_VM=1")
+	var b strings.Builder
+	b.WriteString("cd " + shellQuote(dir) + " || { echo 'vm: cannot cd to " + strings.ReplaceAll(dir, "'", "") + " inside the VM'; exit 125; }\n")
+	b.WriteString("exec /usr/bin/env -i")
+	for _, e := range env {
+		b.WriteString(" " + shellQuote(e))
+	}
+	for _, a := range cfg.Command {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString(" </dev/null 2>&1\n")
+	return b.String()
+}
+
+// initScript is the initramfs's /init (busybox sh, PID 1).
+func initScript(mods []module, withOut bool, nonce string) string {
+	var b strings.Builder
+	fail := func(what string) string {
+		return fmt.Sprintf(" || fail %s", shellQuote(what))
+	}
+	b.WriteString("#!/bin/busybox sh\nB=/bin/busybox\n")
+	fmt.Fprintf(&b, "fail() { echo \"SQM-VM-FAIL-%s: $1\"; $B sync; $B sleep 0.3; $B poweroff -f; }\n", nonce)
+	b.WriteString("$B mount -t proc proc /proc\n")
+	b.WriteString("$B mount -t devtmpfs dev /dev\n")
+	for _, m := range mods {
+		fmt.Fprintf(&b, "$B insmod /lib/modules/%s%s\n", m.Name, fail("insmod "+m.Name))
+	}
+	b.WriteString("$B mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose host /host" + fail("mount host root over 9p") + "\n")
+	for _, m := range []struct{ fs, dir string }{
+		{"proc", "proc"}, {"sysfs", "sys"}, {"devtmpfs", "dev"}, {"tmpfs", "tmp"}, {"tmpfs", "run"},
+	} {
+		fmt.Fprintf(&b, "$B mount -t %s %s /host/%s%s\n", m.fs, m.fs, m.dir, fail("mount /"+m.dir))
+	}
+	b.WriteString("$B mkdir -p /host/dev/pts /host/dev/shm /host/run/netns /host/run/lock\n")
+	b.WriteString("$B mount -t devpts devpts /host/dev/pts\n$B mount -t tmpfs shm /host/dev/shm\n")
+	b.WriteString("$B chmod 1777 /host/tmp /host/dev/shm\n")
+	if withOut {
+		fmt.Fprintf(&b, "$B mkdir -p /host%s && $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /host%s%s\n",
+			GuestOutDir, GuestOutDir, fail("mount out share"))
+	}
+	// The kernel runs /sbin/modprobe (to autoload sch_cake etc.) relative
+	// to the initramfs root, where the wrapper hands over to the host's.
+	b.WriteString("echo /sbin/modprobe > /proc/sys/kernel/modprobe\n")
+	b.WriteString("$B ip link set lo up\n")
+	b.WriteString("$B cp /cmd.sh /host/run/sqm-cmd.sh\n")
+	fmt.Fprintf(&b, "echo SQM-VM-START-%s\n", nonce)
+	b.WriteString("$B chroot /host /bin/sh /run/sqm-cmd.sh\nrc=$?\n")
+	fmt.Fprintf(&b, "echo\necho SQM-VM-EXIT-%s=$rc\n", nonce)
+	// Give the serial port time to drain before the power goes.
+	b.WriteString("$B sync\n$B sleep 0.3\n$B poweroff -f\n")
+	return b.String()
+}
+
+func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
+	mods, err := moduleChain(cfg.Kernel.Modules, bootModules)
+	if err != nil {
+		return err
+	}
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return fmt.Errorf("vm: initramfs: %w", err)
+	}
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	c := &cpioWriter{w: zw}
+	for _, d := range []string{"bin", "sbin", "dev", "proc", "host", "lib", "lib/modules"} {
+		c.Dir(d)
+	}
+	c.CharDev("dev/console", 0o600, 5, 1)
+	c.File("bin/busybox", 0o755, bb)
+	c.Symlink("bin/sh", "busybox")
+	c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	for _, m := range mods {
+		c.File("lib/modules/"+m.Name, 0o644, m.Data)
+	}
+	c.File("cmd.sh", 0o755, []byte(commandScript(cfg)))
+	c.File("init", 0o755, []byte(initScript(mods, cfg.OutDir != "", nonce)))
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("vm: initramfs: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("vm: initramfs: %w", err)
+	}
+	return nil
+}

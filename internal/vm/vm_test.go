@@ -1,0 +1,258 @@
+package vm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readCPIO parses a newc archive back into name -> (mode, data), so the
+// writer is checked against the format rather than against itself.
+func readCPIO(t *testing.T, b []byte) map[string]cpioMember {
+	t.Helper()
+	out := map[string]cpioMember{}
+	off := 0
+	align := func(n int) int { return (n + 3) &^ 3 }
+	for {
+		if off+110 > len(b) {
+			t.Fatalf("truncated header at %d", off)
+		}
+		h := string(b[off : off+110])
+		if h[:6] != "070701" {
+			t.Fatalf("bad magic %q at %d", h[:6], off)
+		}
+		field := func(i int) int {
+			v, err := strconv.ParseUint(h[6+8*i:14+8*i], 16, 32)
+			if err != nil {
+				t.Fatalf("field %d: %v", i, err)
+			}
+			return int(v)
+		}
+		mode, size, rmaj, rmin, namesize := field(1), field(6), field(9), field(10), field(11)
+		name := string(b[off+110 : off+110+namesize-1])
+		if b[off+110+namesize-1] != 0 {
+			t.Fatalf("%s: name not NUL-terminated", name)
+		}
+		off = align(off + 110 + namesize)
+		data := b[off : off+size]
+		off = align(off + size)
+		if name == "TRAILER!!!" {
+			if off != len(b) {
+				t.Fatalf("%d bytes after trailer", len(b)-off)
+			}
+			return out
+		}
+		out[name] = cpioMember{mode: uint32(mode), data: string(data), rdev: [2]int{rmaj, rmin}}
+	}
+}
+
+type cpioMember struct {
+	mode uint32
+	data string
+	rdev [2]int
+}
+
+func TestCPIORoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	c := &cpioWriter{w: &buf}
+	c.Dir("bin")
+	c.File("bin/busybox", 0o755, []byte("12345")) // odd size: needs padding
+	c.Symlink("bin/sh", "busybox")
+	c.CharDev("dev/console", 0o600, 5, 1)
+	c.File("/init", 0o755, []byte("#!/bin/sh\n"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len()%4 != 0 {
+		t.Errorf("archive length %d not 4-aligned", buf.Len())
+	}
+	got := readCPIO(t, buf.Bytes())
+	want := map[string]cpioMember{
+		"bin":         {mode: modeDir | 0o755},
+		"bin/busybox": {mode: modeFile | 0o755, data: "12345"},
+		"bin/sh":      {mode: modeSymlink | 0o777, data: "busybox"},
+		"dev/console": {mode: modeChar | 0o600, rdev: [2]int{5, 1}},
+		"init":        {mode: modeFile | 0o755, data: "#!/bin/sh\n"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d members, want %d: %v", len(got), len(want), got)
+	}
+	for name, w := range want {
+		if g, ok := got[name]; !ok || g != w {
+			t.Errorf("%s: got %+v (present %v), want %+v", name, g, ok, w)
+		}
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"6.1.0-9-amd64", "6.1.0-57-amd64", true},
+		{"6.1.0-57-amd64", "6.1.0-9-amd64", false},
+		{"5.10.0-30-amd64", "6.1.0-1-amd64", true},
+		{"6.1.0-57-amd64", "6.1.0-57-amd64", false},
+		{"6.12.1-amd64", "6.2.0-amd64", false},
+	}
+	for _, tt := range tests {
+		if got := versionLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("versionLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestFindKernel(t *testing.T) {
+	boot, mods := t.TempDir(), t.TempDir()
+	if _, err := findKernel(boot, mods); err == nil || !strings.Contains(err.Error(), "apt-get install linux-image-amd64") {
+		t.Fatalf("empty dirs: err = %v, want one naming the package", err)
+	}
+	for _, rel := range []string{"6.1.0-9-amd64", "6.1.0-57-amd64", "6.9.0-1-amd64"} {
+		os.WriteFile(filepath.Join(boot, "vmlinuz-"+rel), []byte("k"), 0o644)
+	}
+	// 6.9 has no module tree, so 6.1.0-57 is the newest usable one.
+	for _, rel := range []string{"6.1.0-9-amd64", "6.1.0-57-amd64"} {
+		os.MkdirAll(filepath.Join(mods, rel), 0o755)
+		os.WriteFile(filepath.Join(mods, rel, "modules.dep"), nil, 0o644)
+	}
+	k, err := findKernel(boot, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Kernel{Image: filepath.Join(boot, "vmlinuz-6.1.0-57-amd64"), Release: "6.1.0-57-amd64", Modules: filepath.Join(mods, "6.1.0-57-amd64")}
+	if k != want {
+		t.Errorf("got %+v, want %+v", k, want)
+	}
+}
+
+func TestModuleChain(t *testing.T) {
+	dir := t.TempDir()
+	dep := "kernel/fs/9p/9p.ko: kernel/fs/netfs/netfs.ko kernel/fs/fscache/fscache.ko kernel/net/9p/9pnet.ko\n" +
+		"kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko\n" +
+		"kernel/fs/netfs/netfs.ko:\n" +
+		"kernel/net/9p/9pnet.ko:\n" +
+		"kernel/net/9p/9pnet_virtio.ko.gz: kernel/drivers/virtio/virtio_ring.ko kernel/net/9p/9pnet.ko\n" +
+		"kernel/drivers/virtio/virtio_ring.ko:\n"
+	os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(dep), 0o644)
+	os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/drivers/virtio/virtio_ring.ko\n"), 0o644)
+	for _, p := range []string{"kernel/fs/9p/9p.ko", "kernel/fs/netfs/netfs.ko", "kernel/fs/fscache/fscache.ko", "kernel/net/9p/9pnet.ko"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte("ELF "+p), 0o644)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("ELF virtio"))
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "kernel/net/9p/9pnet_virtio.ko.gz"), gz.Bytes(), 0o644)
+
+	mods, err := moduleChain(dir, []string{"9pnet-virtio", "9p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range mods {
+		names = append(names, m.Name)
+	}
+	// 9pnet before 9pnet_virtio, netfs before fscache before 9p;
+	// virtio_ring is built in.
+	want := "9pnet.ko 9pnet_virtio.ko netfs.ko fscache.ko 9p.ko"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("load order %q, want %q", got, want)
+	}
+	if mods[1].Data[0] != 'E' || string(mods[1].Data) != "ELF virtio" {
+		t.Errorf("gz module not decompressed: %q", mods[1].Data)
+	}
+	if _, err := moduleChain(dir, []string{"nosuch"}); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("missing module: err = %v", err)
+	}
+}
+
+func TestCommandScriptQuoting(t *testing.T) {
+	s := commandScript(Config{Command: []string{"/bin/echo", "it's", "$HOME"}, Env: []string{"A=b c"}, Dir: "/work/x y"})
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	// Run the script on the host with /work/x y replaced by a temp dir.
+	dir := filepath.Join(t.TempDir(), "x y")
+	os.Mkdir(dir, 0o755)
+	s = strings.ReplaceAll(s, "/work/x y", dir)
+	s = strings.Replace(s, "</dev/null 2>&1", "</dev/null", 1)
+	out, err := exec.Command(sh, "-c", s).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s\nscript:\n%s", err, out, s)
+	}
+	if got := string(out); got != "it's $HOME\n" {
+		t.Errorf("output %q, want %q", got, "it's $HOME\n")
+	}
+	if !strings.Contains(s, "'SQM_VM=1'") || !strings.Contains(s, "'A=b c'") {
+		t.Errorf("script lacks environment:\n%s", s)
+	}
+}
+
+// TestBoot boots the real VM from the host (about 10 s), so it needs root
+// (Debian's vmlinuz is 0600), qemu and the Debian kernel; it is skipped
+// with -short and wherever those are missing.
+func TestBoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a VM (about 10 s); skipped with -short")
+	}
+	if os.Getenv("SQM_VM") == "1" {
+		t.Skip("already inside the VM")
+	}
+	k, err := FindKernel()
+	if err != nil {
+		t.Skipf("no bootable kernel: %v", err)
+	}
+	if _, err := findQEMU(""); err != nil {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	var console bytes.Buffer
+	script := `set -e
+test "$SQM_VM" = 1
+test "$FOO" = "bar baz"
+pwd
+tc qdisc add dev lo root cake bandwidth 10mbit
+tc qdisc show dev lo | grep -q cake
+test -d /run/netns
+echo written > ` + GuestOutDir + `/result
+echo done
+exit 7`
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Boot(ctx, Config{
+		Kernel: k, Command: []string{"/bin/sh", "-c", script}, Env: []string{"FOO=bar baz"},
+		Dir: "/usr", OutDir: out, Stdout: &console,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot to command %v, total %v", res.Boot.Round(time.Millisecond), res.Total.Round(time.Millisecond))
+	if res.ExitCode != 7 {
+		t.Errorf("exit code %d, want 7; console:\n%s", res.ExitCode, console.String())
+	}
+	if got, want := console.String(), "/usr\ndone\n"; got != want {
+		t.Errorf("console %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "result")); string(b) != "written\n" {
+		t.Errorf("out share: result = %q", b)
+	}
+}
+
+func TestBootErrors(t *testing.T) {
+	if _, err := Run(context.Background(), Config{}); err == nil {
+		t.Error("no command: want error")
+	}
+	_, err := Run(context.Background(), Config{Command: []string{"true"}, Kernel: Kernel{Image: "/x", Modules: t.TempDir()}, QEMU: "/bin/true"})
+	if err == nil || !strings.Contains(err.Error(), "modules.dep") {
+		t.Errorf("bad module tree: err = %v", err)
+	}
+}
