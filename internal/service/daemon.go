@@ -1,0 +1,295 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	"sqm/internal/config"
+	"sqm/internal/linkwatch"
+)
+
+// Daemon keeps the kernel shaped as the config says while interfaces come
+// and go:
+//
+//	start ──► apply config (missing interfaces wait)
+//	  │
+//	  ├─ link event for a configured interface ─► debounce ─► apply it
+//	  ├─ every CheckEvery ─► compare kernel with state ─► restore or report
+//	  ├─ SIGHUP, or config mtime/size changed ─► reload (only what changed;
+//	  │                                          a broken file keeps shaping)
+//	  └─ ctx cancelled (SIGTERM) ─► return; shaping stays unless StopOnExit
+//
+// It blocks in select between events (no busy polling); the only timers are
+// the config poll and the drift check.
+type Daemon struct {
+	Svc        *Service
+	ConfigPath string
+	// Load reads the config: config.Load in production.
+	Load func(path string) ([]config.Queue, error)
+	// Lock serialises the daemon's changes with CLI invocations; it
+	// returns the unlock function.
+	Lock func() (func(), error)
+	// Events are link events (nil: the daemon does not watch links).
+	Events <-chan linkwatch.Event
+	// Reload requests a reload (SIGHUP).
+	Reload <-chan os.Signal
+
+	Debounce   time.Duration // quiet time after the last link event; default 1 s
+	CheckEvery time.Duration // drift check period; default 30 s; <0 disables
+	PollEvery  time.Duration // config mtime poll period; default 5 s; <0 disables
+	// Restore re-applies a tree someone removed or replaced; when false
+	// the daemon only logs the difference (once per distinct difference).
+	Restore    bool
+	StopOnExit bool
+	Log        *slog.Logger
+
+	queues   []config.Queue
+	cfgStamp stamp
+	reported map[string]string
+}
+
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+func statConfig(path string) stamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{fi.ModTime(), fi.Size()}
+}
+
+func (d *Daemon) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Log
+}
+
+func orDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// ticker returns a channel ticking every d, or a nil channel (never ready)
+// when d < 0.
+func ticker(d time.Duration) (<-chan time.Time, func()) {
+	if d < 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// Run applies the config and then serves events until ctx is cancelled,
+// which is a clean exit (nil). It fails only if the config cannot be read
+// at start: there is nothing sensible to keep running then.
+func (d *Daemon) Run(ctx context.Context) error {
+	debounce := orDefault(d.Debounce, time.Second)
+	maxWait := 5 * debounce
+	d.reported = map[string]string{}
+	d.cfgStamp = statConfig(d.ConfigPath)
+	qs, err := d.Load(d.ConfigPath)
+	if err != nil {
+		return err
+	}
+	d.queues = qs
+	d.log().Info("daemon started", "config", d.ConfigPath, "sections", len(qs), "pid", os.Getpid())
+	d.locked("start", func() ([]Outcome, error) {
+		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true})
+	}, true)
+
+	checkC, stopCheck := ticker(orDefault(d.CheckEvery, 30*time.Second))
+	defer stopCheck()
+	pollC, stopPoll := ticker(orDefault(d.PollEvery, 5*time.Second))
+	defer stopPoll()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	pending := map[string]bool{}
+	resync := false
+	var first time.Time
+
+	for {
+		select {
+		case <-ctx.Done():
+			if d.StopOnExit {
+				d.locked("stop-on-exit", func() ([]Outcome, error) {
+					return d.Svc.Stop(StopOptions{})
+				}, true)
+			}
+			d.log().Info("daemon stopped", "shaping", map[bool]string{true: "removed", false: "left in place"}[d.StopOnExit])
+			return nil
+
+		case ev, ok := <-d.Events:
+			if !ok {
+				d.log().Error("link watching stopped; interfaces that appear from now on are not shaped until the daemon restarts")
+				d.Events = nil
+				continue
+			}
+			if !ev.Resync && !d.interesting(ev.Name) {
+				continue
+			}
+			d.log().Debug("link event", "event", ev.String())
+			if ev.Resync {
+				resync = true
+			} else {
+				pending[ev.Name] = true
+			}
+			if first.IsZero() {
+				first = time.Now()
+			}
+			// Trailing debounce, but never postpone beyond maxWait.
+			wait := debounce
+			if left := maxWait - time.Since(first); left < wait {
+				wait = max(left, 0)
+			}
+			timer.Reset(wait)
+
+		case <-timer.C:
+			ifaces := make([]string, 0, len(pending))
+			for i := range pending {
+				ifaces = append(ifaces, i)
+			}
+			sort.Strings(ifaces)
+			all := resync
+			pending, resync, first = map[string]bool{}, false, time.Time{}
+			d.handleLinks(ifaces, all)
+
+		case <-checkC:
+			d.check()
+
+		case <-pollC:
+			if st := statConfig(d.ConfigPath); st != d.cfgStamp {
+				d.cfgStamp = st
+				d.reload("config file changed")
+			}
+
+		case <-d.Reload:
+			d.cfgStamp = statConfig(d.ConfigPath)
+			d.reload("SIGHUP")
+		}
+	}
+}
+
+// interesting reports whether a link event concerns a configured enabled
+// section or an interface sqm shapes.
+func (d *Daemon) interesting(iface string) bool {
+	for _, q := range d.queues {
+		if q.Enabled && q.Interface == iface {
+			return true
+		}
+	}
+	st, _ := d.Svc.Store.Load(iface)
+	return st != nil
+}
+
+func (d *Daemon) configured(iface string) bool {
+	for _, q := range d.queues {
+		if q.Enabled && q.Interface == iface {
+			return true
+		}
+	}
+	return false
+}
+
+// handleLinks brings the given interfaces (all, after lost events) in line
+// with the config: apply those that exist, forget those that vanished.
+func (d *Daemon) handleLinks(ifaces []string, all bool) {
+	d.locked("link change", func() ([]Outcome, error) {
+		outs, err := d.Svc.CleanStale()
+		var sel []string
+		for _, i := range ifaces {
+			if d.configured(i) {
+				sel = append(sel, i)
+			}
+		}
+		if !all && len(sel) == 0 {
+			return outs, err
+		}
+		if all {
+			sel = nil
+		}
+		more, err2 := d.Svc.Start(d.queues, d.ConfigPath, PrepareOptions{Ifaces: sel, AllowMissing: true}, d.Restore)
+		return append(outs, more...), errors.Join(err, err2)
+	}, false)
+}
+
+func (d *Daemon) reload(why string) {
+	qs, err := d.Load(d.ConfigPath)
+	if err != nil {
+		d.log().Error("config not reloaded; the running shaping is kept", "reason", why, "err", err)
+		return
+	}
+	d.queues = qs
+	d.log().Info("reloading config", "reason", why, "config", d.ConfigPath)
+	d.locked("reload", func() ([]Outcome, error) {
+		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true})
+	}, false)
+}
+
+// check compares the kernel with the state and restores or reports drift.
+func (d *Daemon) check() {
+	var drift map[string]string
+	d.locked("check", func() ([]Outcome, error) {
+		var err error
+		drift, err = d.Svc.Check()
+		return nil, err
+	}, false)
+	for i := range d.reported {
+		if _, still := drift[i]; !still {
+			delete(d.reported, i)
+		}
+	}
+	if len(drift) == 0 {
+		return
+	}
+	var ifaces []string
+	for i, diff := range drift {
+		if !d.Restore {
+			if d.reported[i] != diff {
+				d.log().Warn("kernel tree differs from sqm's state; not restoring (restore is off)", "interface", i, "diff", oneLine(diff))
+				d.reported[i] = diff
+			}
+			continue
+		}
+		d.log().Warn("kernel tree differs from sqm's state; restoring", "interface", i, "diff", oneLine(diff))
+		ifaces = append(ifaces, i)
+	}
+	if len(ifaces) == 0 {
+		return
+	}
+	sort.Strings(ifaces)
+	d.locked("restore", func() ([]Outcome, error) {
+		return d.Svc.Restore(ifaces)
+	}, false)
+}
+
+// locked runs op under the lock and logs its outcomes: every change, and
+// unchanged ones only when verbose (at start).
+func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool) {
+	unlock, err := d.Lock()
+	if err != nil {
+		d.log().Error(what+" skipped", "err", err)
+		return
+	}
+	defer unlock()
+	outs, err := op()
+	for _, o := range outs {
+		if o.Action == ActUnchanged && !verbose {
+			continue
+		}
+		d.log().Info(string(o.Action), "interface", o.Interface, "section", o.Section, "detail", o.Detail)
+	}
+	if err != nil {
+		d.log().Error(what+" failed", "err", err)
+	}
+}

@@ -1,0 +1,603 @@
+// Package service is sqm's lifecycle: it turns config sections into plans,
+// checks them all before touching the kernel, applies them through a Kernel,
+// records what it installed (State) and removes exactly that again. The
+// daemon (Daemon) drives the same operations from link events, signals and
+// config changes.
+//
+// Every operation that changes the kernel or the state directory runs under
+// the state directory's Lock, taken by the caller (the CLI or the daemon),
+// so concurrent sqm invocations serialise and the later ones see the earlier
+// ones' state.
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"sqm/internal/config"
+	"sqm/internal/plan"
+)
+
+// PlanFunc validates one section and builds its plan for an interface MTU.
+// The CLI wires it to config's Validate and plan.Build; tests may use
+// simpler planners.
+type PlanFunc func(q *config.Queue, mtu int) (*plan.Plan, error)
+
+// Service runs sqm's lifecycle operations. Its fields are its dependencies;
+// none may be nil except Log and Now.
+type Service struct {
+	Kernel Kernel
+	Store  *Store
+	Plan   PlanFunc
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+func (s *Service) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// Target is one section ready to apply: validated and planned.
+type Target struct {
+	Queue    config.Queue
+	Source   string // config file, or SourceCLI
+	Plan     *plan.Plan
+	planJSON json.RawMessage
+}
+
+// Action says what an operation did to one interface.
+type Action string
+
+const (
+	ActApplied   Action = "applied"   // the tree was built or changed
+	ActUnchanged Action = "unchanged" // the kernel already had this plan
+	ActRemoved   Action = "removed"   // sqm's objects were deleted
+	ActWaiting   Action = "waiting"   // the interface does not exist yet
+	ActStale     Action = "stale"     // state of a vanished interface was cleaned
+	ActNotShaped Action = "not-shaped"
+)
+
+// Outcome is one line of an operation's report.
+type Outcome struct {
+	Interface string
+	Section   string
+	Action    Action
+	Detail    string
+}
+
+func (o Outcome) String() string {
+	s := fmt.Sprintf("%s: %s", o.Interface, o.Action)
+	if o.Section != "" {
+		s += fmt.Sprintf(" (section %q)", o.Section)
+	}
+	if o.Detail != "" {
+		s += ": " + o.Detail
+	}
+	return s
+}
+
+// PrepareOptions select sections.
+type PrepareOptions struct {
+	// Ifaces limits the operation to sections for these interfaces.
+	Ifaces []string
+	// AllowMissing makes a section whose interface does not exist a
+	// "waiting" outcome instead of an error (the daemon shapes it when it
+	// appears).
+	AllowMissing bool
+}
+
+// Prepared is the checked result of Prepare.
+type Prepared struct {
+	Targets []Target
+	Waiting []config.Queue
+}
+
+// Prepare validates and plans every enabled section selected by o without
+// changing anything. It reports all problems at once, so one run shows the
+// user everything to fix.
+func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*Prepared, error) {
+	want := map[string]bool{}
+	for _, i := range o.Ifaces {
+		if err := checkIfaceName(i); err != nil {
+			return nil, err
+		}
+		want[i] = true
+	}
+	var errs []error
+	out := &Prepared{}
+	seen := map[string]bool{}
+	byIface := map[string]*config.Queue{}
+	for i := range qs {
+		q := qs[i]
+		if !q.Enabled || (len(want) > 0 && !want[q.Interface]) {
+			continue
+		}
+		seen[q.Interface] = true
+		if err := checkIfaceName(q.Interface); err != nil {
+			errs = append(errs, q.Errorf("interface", "%v", err))
+			continue
+		}
+		if other, dup := byIface[q.Interface]; dup {
+			errs = append(errs, q.Errorf("interface", "interface %s is already shaped by queue %q at %s; one interface takes one enabled section (disable one of them)",
+				q.Interface, other.Name, other.Pos))
+			continue
+		}
+		byIface[q.Interface] = &qs[i]
+		exists, err := s.Kernel.LinkExists(q.Interface)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %q: %w", q.Name, err))
+			continue
+		}
+		mtu := 1500
+		if !exists {
+			if o.AllowMissing {
+				out.Waiting = append(out.Waiting, q)
+				continue
+			}
+			errs = append(errs, q.Errorf("interface", "interface %s does not exist; create it first, or run 'sqm daemon', which shapes it when it appears", q.Interface))
+			continue
+		}
+		if m, err := s.Kernel.LinkMTU(q.Interface); err != nil {
+			errs = append(errs, fmt.Errorf("queue %q: %w", q.Name, err))
+			continue
+		} else if m > 0 {
+			mtu = m
+		}
+		p, err := s.Plan(&q, mtu)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %q: encode plan: %w", q.Name, err))
+			continue
+		}
+		out.Targets = append(out.Targets, Target{Queue: q, Source: source, Plan: p, planJSON: b})
+	}
+	for _, i := range o.Ifaces {
+		if !seen[i] {
+			errs = append(errs, fmt.Errorf("no enabled queue section for interface %s in %s; add one or set its enabled option to 1", i, source))
+		}
+	}
+	if err := s.checkCollisions(out.Targets, nil); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// checkCollisions refuses targets whose IFB devices clash with each other,
+// with another target's interface, or with an IFB sqm already owns for a
+// different interface. sqm-scripts truncates "ifb4"+iface to 15 characters,
+// so two long interface names can map to one IFB and silently share it.
+// States whose interface is in leaving are about to be removed.
+func (s *Service) checkCollisions(ts []Target, leaving map[string]bool) error {
+	var errs []error
+	ifb := map[string]string{} // ifb name -> interface using it
+	ifaces := map[string]bool{}
+	for _, t := range ts {
+		ifaces[t.Queue.Interface] = true
+	}
+	states, _ := s.Store.All()
+	for _, st := range states {
+		if st.Owned.IFB != "" && !leaving[st.Interface] && !ifaces[st.Interface] {
+			ifb[st.Owned.IFB] = st.Interface
+		}
+	}
+	for _, t := range ts {
+		if t.Plan.Ingress == nil || t.Plan.Ingress.IFB == "" {
+			continue
+		}
+		name := t.Plan.Ingress.IFB
+		if other, ok := ifb[name]; ok && other != t.Queue.Interface {
+			errs = append(errs, t.Queue.Errorf("interface", "IFB device %s would be shared with interface %s; rename one interface (IFB names are \"ifb4\"+interface cut to 15 characters)", name, other))
+			continue
+		}
+		if ifaces[name] {
+			errs = append(errs, t.Queue.Errorf("interface", "IFB device %s is also a shaped interface; rename that interface", name))
+			continue
+		}
+		ifb[name] = t.Queue.Interface
+	}
+	return errors.Join(errs...)
+}
+
+// Apply builds every target in order, skipping those the kernel already
+// holds unchanged (even with force: force only lets the kernel replace
+// qdiscs sqm did not install). If one fails, the targets this call already changed are
+// put back as they were (best effort, logged), so a failed start leaves
+// the system as it found it.
+func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
+	type done struct {
+		t    Target
+		prev *State
+		st   *State
+	}
+	var did []done
+	var outs []Outcome
+	for _, t := range ts {
+		iface := t.Queue.Interface
+		prev, err := s.Store.Load(iface)
+		if err != nil {
+			for i := len(did) - 1; i >= 0; i-- {
+				s.undo(did[i].t, did[i].prev, did[i].st)
+			}
+			return outs, err
+		}
+		intr := s.Store.interrupted(iface)
+		if prev != nil && intr == nil && samePlan(prev.Plan, t.planJSON) {
+			ok, diff, err := s.Kernel.Matches(t.Plan)
+			if err == nil && ok {
+				if prev.Source != t.Source || prev.Section != t.Queue.Name {
+					// Same tree, new owner (e.g. `sqm apply` then a
+					// config section): record who owns it now.
+					prev.Source, prev.Section, prev.SectionPos, prev.Queue = t.Source, t.Queue.Name, t.Queue.Pos.String(), t.Queue
+					if err := s.Store.Save(prev); err != nil {
+						return outs, err
+					}
+				}
+				outs = append(outs, Outcome{iface, t.Queue.Name, ActUnchanged, ""})
+				continue
+			}
+			if err != nil {
+				s.log().Warn("cannot compare kernel with plan; re-applying", "interface", iface, "err", err)
+			} else {
+				s.log().Warn("kernel tree differs from sqm's state; re-applying", "interface", iface, "diff", oneLine(diff))
+			}
+		}
+		if intr != nil {
+			s.log().Warn("an earlier apply was interrupted; replacing what it left", "interface", iface, "pid", intr.PID, "started", intr.Started.Format(time.RFC3339))
+		}
+		if err := s.Store.markPending(iface, t.planJSON, s.now()); err != nil {
+			return outs, err
+		}
+		var prevOwned *Owned
+		if prev != nil {
+			o := prev.Owned
+			prevOwned = &o
+		}
+		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil})
+		if err != nil {
+			s.Store.clearPending(iface)
+			err = fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
+			for i := len(did) - 1; i >= 0; i-- {
+				s.undo(did[i].t, did[i].prev, did[i].st)
+			}
+			return outs, err
+		}
+		st := &State{
+			Interface: iface, Source: t.Source, Section: t.Queue.Name, SectionPos: t.Queue.Pos.String(),
+			AppliedAt: s.now().UTC(), PID: os.Getpid(), Queue: t.Queue, Plan: t.planJSON, Owned: res.Owned,
+		}
+		if err := s.Store.Save(st); err != nil {
+			// The kernel has the tree but nothing records it: take it
+			// down again rather than leave shaping stop cannot find.
+			s.Kernel.Remove(&res.Owned)
+			s.Store.clearPending(iface)
+			for i := len(did) - 1; i >= 0; i-- {
+				s.undo(did[i].t, did[i].prev, did[i].st)
+			}
+			return outs, err
+		}
+		s.Store.clearPending(iface)
+		did = append(did, done{t, prev, st})
+		outs = append(outs, Outcome{iface, t.Queue.Name, ActApplied, summary(t.Plan)})
+		s.log().Info("applied", "interface", iface, "section", t.Queue.Name, "source", t.Source)
+	}
+	return outs, nil
+}
+
+// undo puts one interface back to its state before this Apply call.
+func (s *Service) undo(t Target, prev, now *State) {
+	iface := t.Queue.Interface
+	if prev == nil {
+		if err := s.Kernel.Remove(&now.Owned); err != nil {
+			s.log().Error("rollback: remove failed; run 'sqm stop "+iface+"'", "interface", iface, "err", err)
+			return
+		}
+		s.Store.Delete(iface)
+		s.log().Info("rolled back", "interface", iface)
+		return
+	}
+	mtu, err := s.Kernel.LinkMTU(iface)
+	if err != nil {
+		mtu = 1500
+	}
+	p, err := s.Plan(&prev.Queue, mtu)
+	if err == nil {
+		var res *Result
+		res, err = s.Kernel.Apply(p, &now.Owned, ApplyOptions{})
+		if err == nil {
+			prev.Owned = res.Owned
+			err = s.Store.Save(prev)
+		}
+	}
+	if err != nil {
+		s.log().Error("rollback: could not restore the previous tree; run 'sqm restart'", "interface", iface, "err", err)
+		return
+	}
+	s.log().Info("rolled back", "interface", iface)
+}
+
+// StopOptions select what Stop removes.
+type StopOptions struct {
+	Ifaces []string // only these; empty: every interface sqm shapes
+	Source string   // only state from this config file (or SourceCLI); empty: any
+}
+
+// Stop removes exactly what the state says sqm installed and forgets it.
+// Stopping an interface sqm does not shape is not an error: stop is
+// idempotent.
+func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
+	states, lerr := s.Store.All()
+	byIface := map[string]*State{}
+	for _, st := range states {
+		byIface[st.Interface] = st
+	}
+	var sel []*State
+	var outs []Outcome
+	if len(o.Ifaces) > 0 {
+		for _, i := range o.Ifaces {
+			if err := checkIfaceName(i); err != nil {
+				return nil, err
+			}
+			st := byIface[i]
+			if st == nil {
+				outs = append(outs, Outcome{Interface: i, Action: ActNotShaped, Detail: "no state in " + s.Store.Dir})
+				continue
+			}
+			sel = append(sel, st)
+		}
+	} else {
+		for _, st := range states {
+			if o.Source == "" || st.Source == o.Source {
+				sel = append(sel, st)
+			}
+		}
+	}
+	var errs []error
+	if lerr != nil {
+		errs = append(errs, lerr)
+	}
+	for _, st := range sel {
+		if err := s.remove(st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, ""})
+	}
+	return outs, errors.Join(errs...)
+}
+
+func (s *Service) remove(st *State) error {
+	if err := s.Kernel.Remove(&st.Owned); err != nil {
+		return fmt.Errorf("stop %s: %w", st.Interface, err)
+	}
+	s.Store.clearPending(st.Interface)
+	if err := s.Store.Delete(st.Interface); err != nil {
+		return err
+	}
+	s.log().Info("removed", "interface", st.Interface, "section", st.Section)
+	return nil
+}
+
+// CleanStale forgets the state of interfaces that no longer exist, after
+// removing what is left of sqm's objects (the IFB outlives its interface).
+// A deleted-and-recreated interface is left to Apply, which sees that the
+// kernel no longer matches and rebuilds.
+func (s *Service) CleanStale() ([]Outcome, error) {
+	states, lerr := s.Store.All()
+	var outs []Outcome
+	errs := []error{lerr}
+	for _, st := range states {
+		ok, err := s.Kernel.LinkExists(st.Interface)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			continue
+		}
+		if err := s.remove(st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		outs = append(outs, Outcome{st.Interface, st.Section, ActStale, "interface is gone; its state and IFB were removed"})
+	}
+	return outs, errors.Join(errs...)
+}
+
+// Start applies the selected sections; see Prepare and Apply.
+func (s *Service) Start(qs []config.Queue, source string, o PrepareOptions, force bool) ([]Outcome, error) {
+	stale, _ := s.CleanStale()
+	p, err := s.Prepare(qs, source, o)
+	if err != nil {
+		return stale, err
+	}
+	outs, err := s.Apply(p.Targets, force)
+	outs = append(stale, outs...)
+	for _, q := range p.Waiting {
+		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})
+	}
+	return outs, err
+}
+
+// Reload brings the kernel to the config: it applies sections that are new
+// or changed, leaves unchanged ones alone (their counters keep counting),
+// and removes the shaping of sections from this source that were deleted
+// or disabled.
+func (s *Service) Reload(qs []config.Queue, source string, o PrepareOptions) ([]Outcome, error) {
+	stale, _ := s.CleanStale()
+	p, err := s.Prepare(qs, source, o)
+	if err != nil {
+		return stale, err
+	}
+	keep := map[string]bool{}
+	for _, t := range p.Targets {
+		keep[t.Queue.Interface] = true
+	}
+	for _, q := range p.Waiting {
+		keep[q.Interface] = true
+	}
+	only := map[string]bool{}
+	for _, i := range o.Ifaces {
+		only[i] = true
+	}
+	states, err := s.Store.All()
+	if err != nil {
+		return stale, err
+	}
+	var gone []*State
+	leaving := map[string]bool{}
+	for _, st := range states {
+		if st.Source == source && !keep[st.Interface] && (len(only) == 0 || only[st.Interface]) {
+			gone = append(gone, st)
+			leaving[st.Interface] = true
+		}
+	}
+	if err := s.checkCollisions(p.Targets, leaving); err != nil {
+		return stale, err
+	}
+	var outs []Outcome
+	var errs []error
+	for _, st := range gone {
+		if err := s.remove(st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, "section removed or disabled"})
+	}
+	applied, err := s.Apply(p.Targets, false)
+	outs = append(append(stale, outs...), applied...)
+	errs = append(errs, err)
+	for _, q := range p.Waiting {
+		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})
+	}
+	return outs, errors.Join(errs...)
+}
+
+// Restore re-applies the recorded state of ifaces (all states if none),
+// from the section each was applied from, replacing whatever replaced it.
+func (s *Service) Restore(ifaces []string) ([]Outcome, error) {
+	states, err := s.Store.All()
+	if err != nil {
+		return nil, err
+	}
+	only := map[string]bool{}
+	for _, i := range ifaces {
+		only[i] = true
+	}
+	var ts []Target
+	var errs []error
+	for _, st := range states {
+		if len(only) > 0 && !only[st.Interface] {
+			continue
+		}
+		mtu, err := s.Kernel.LinkMTU(st.Interface)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p, err := s.Plan(&st.Queue, mtu)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ts = append(ts, Target{Queue: st.Queue, Source: st.Source, Plan: p, planJSON: b})
+	}
+	outs, err := s.Apply(ts, true)
+	return outs, errors.Join(append(errs, err)...)
+}
+
+// Check compares the kernel with every state. It returns the interfaces
+// whose tree differs, with the kernel's diff.
+func (s *Service) Check() (map[string]string, error) {
+	states, err := s.Store.All()
+	drift := map[string]string{}
+	for _, st := range states {
+		mtu, merr := s.Kernel.LinkMTU(st.Interface)
+		if merr != nil {
+			drift[st.Interface] = merr.Error()
+			continue
+		}
+		p, perr := s.Plan(&st.Queue, mtu)
+		if perr != nil {
+			drift[st.Interface] = "cannot rebuild plan: " + perr.Error()
+			continue
+		}
+		ok, diff, merr := s.Kernel.Matches(p)
+		if merr != nil {
+			drift[st.Interface] = merr.Error()
+			continue
+		}
+		if !ok {
+			drift[st.Interface] = diff
+		}
+	}
+	return drift, err
+}
+
+// summary is a one-line description of a plan for reports.
+func summary(p *plan.Plan) string {
+	var parts []string
+	if p.Egress != nil {
+		parts = append(parts, fmt.Sprintf("egress %d kbit", p.Egress.RateKbit))
+	}
+	if p.Ingress != nil {
+		s := fmt.Sprintf("ingress %d kbit", p.Ingress.RateKbit)
+		if p.Ingress.IFB != "" {
+			s += " via " + p.Ingress.IFB
+		}
+		parts = append(parts, s)
+	}
+	parts = append(parts, p.Script+"/"+p.Qdisc)
+	return strings.Join(parts, ", ")
+}
+
+// samePlan compares plan JSON ignoring layout (the state file is indented).
+func samePlan(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return false
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Interfaces returns the sorted interfaces of states.
+func Interfaces(states []*State) []string {
+	var out []string
+	for _, st := range states {
+		out = append(out, st.Interface)
+	}
+	sort.Strings(out)
+	return out
+}

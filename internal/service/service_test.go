@@ -1,0 +1,365 @@
+package service
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sqm/internal/config"
+)
+
+func TestStoreRoundTrip(t *testing.T) {
+	s := &Store{Dir: filepath.Join(t.TempDir(), "run", "sqm")}
+	st := &State{Interface: "eth0", Source: "/etc/config/sqm", Section: "wan", Queue: queue("wan", "eth0", 1, 2),
+		Plan: []byte(`{"interface":"eth0"}`), Owned: Owned{Interface: "eth0", Ifindex: 3, EgressRoot: true, EgressHandle: 0x10000, IFB: "ifb4eth0"}}
+	if err := s.Save(st); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(s.Dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode = %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+	got, err := s.Load("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owned != st.Owned || got.Section != "wan" || !samePlan(got.Plan, st.Plan) || got.Queue.Download != 1 {
+		t.Errorf("round trip: got %+v, want %+v", got, st)
+	}
+	ents, _ := os.ReadDir(s.Dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+	if none, err := s.Load("eth1"); none != nil || err != nil {
+		t.Errorf("Load(eth1) = %v, %v; want nil, nil", none, err)
+	}
+	if err := s.Delete("eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("eth0"); err != nil {
+		t.Errorf("second Delete: %v; want nil (idempotent)", err)
+	}
+}
+
+func TestStoreRejects(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	tests := []struct {
+		name, file, content, wantErr string
+	}{
+		{"corrupt", "eth0.state.json", "{", "corrupt"},
+		{"version", "eth1.state.json", `{"version":99}`, "version 99"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.WriteFile(filepath.Join(s.Dir, tt.file), []byte(tt.content), 0o600)
+			_, err := s.Load(strings.TrimSuffix(tt.file, ".state.json"))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("err = %v; want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+	for _, bad := range []string{"", "../x", "a/b", "averyveryverylongname", "eth0:1"} {
+		if _, err := s.Load(bad); err == nil {
+			t.Errorf("Load(%q): no error; want invalid name", bad)
+		}
+	}
+	if err := os.Chmod(s.Dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(&State{Interface: "eth0"}); err == nil || !strings.Contains(err.Error(), "world-writable") {
+		t.Errorf("Save into a world-writable dir: %v; want refusal", err)
+	}
+}
+
+func TestLock(t *testing.T) {
+	dir := t.TempDir()
+	l1, err := AcquireLock(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = AcquireLock(dir, 200*time.Millisecond)
+	if err == nil {
+		t.Fatal("second lock acquired while the first is held")
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("gave up after %v; want it to wait 200ms", waited)
+	}
+	if want := "pid " + strconv.Itoa(os.Getpid()); !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v; want it to name the holder (%s)", err, want)
+	}
+	done := make(chan error)
+	go func() {
+		l, err := AcquireLock(dir, 5*time.Second)
+		if err == nil {
+			l.Release()
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	l1.Release()
+	if err := <-done; err != nil {
+		t.Errorf("waiter did not get the lock after release: %v", err)
+	}
+}
+
+func TestPrepare(t *testing.T) {
+	disabled := queue("off", "eth9", 1000, 1000)
+	disabled.Enabled = false
+	broken := queue("bad", "eth0", 1000, 1000)
+	broken.Script = "broken"
+	tests := []struct {
+		name         string
+		queues       []config.Queue
+		opts         PrepareOptions
+		wantTargets  []string
+		wantWaiting  []string
+		wantErrParts []string
+	}{
+		{name: "two sections", queues: []config.Queue{queue("wan", "eth0", 1000, 500), queue("lte", "wwan0", 2000, 500)},
+			wantTargets: []string{"eth0", "wwan0"}},
+		{name: "disabled skipped", queues: []config.Queue{queue("wan", "eth0", 1000, 500), disabled},
+			wantTargets: []string{"eth0"}},
+		{name: "missing interface is an error", queues: []config.Queue{queue("wan", "ppp0", 1000, 500)},
+			wantErrParts: []string{"/etc/config/sqm:1", "ppp0 does not exist", "sqm daemon"}},
+		{name: "missing interface waits for the daemon", queues: []config.Queue{queue("wan", "ppp0", 1000, 500), queue("lan", "eth0", 1, 1)},
+			opts: PrepareOptions{AllowMissing: true}, wantTargets: []string{"eth0"}, wantWaiting: []string{"ppp0"}},
+		{name: "same interface twice", queues: []config.Queue{queue("a", "eth0", 1, 1), queue("b", "eth0", 2, 2)},
+			wantErrParts: []string{`queue "b"`, `already shaped by queue "a"`}},
+		{name: "IFB name collision", queues: []config.Queue{queue("a", "verylongname1", 1, 1), queue("b", "verylongname2", 2, 2)},
+			wantErrParts: []string{"ifb4verylongnam", "shared with interface verylongname1"}},
+		{name: "planner error reported with position", queues: []config.Queue{broken},
+			wantErrParts: []string{"/etc/config/sqm:1", `no such script "broken"`}},
+		{name: "all errors at once", queues: []config.Queue{queue("wan", "ppp0", 1, 1), broken},
+			wantErrParts: []string{"ppp0 does not exist", "no such script"}},
+		{name: "filter by interface", queues: []config.Queue{queue("wan", "eth0", 1, 1), queue("lte", "wwan0", 1, 1)},
+			opts: PrepareOptions{Ifaces: []string{"wwan0"}}, wantTargets: []string{"wwan0"}},
+		{name: "interface without section", queues: []config.Queue{queue("wan", "eth0", 1, 1)},
+			opts: PrepareOptions{Ifaces: []string{"eth7"}}, wantErrParts: []string{"no enabled queue section for interface eth7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newFake("eth0", "wwan0", "eth9", "verylongname1", "verylongname2")
+			s, _ := newService(t, k)
+			p, err := s.Prepare(tt.queues, "/etc/config/sqm", tt.opts)
+			if len(tt.wantErrParts) > 0 {
+				if err == nil {
+					t.Fatalf("no error; want one mentioning %q", tt.wantErrParts)
+				}
+				for _, part := range tt.wantErrParts {
+					if !strings.Contains(err.Error(), part) {
+						t.Errorf("err = %v\nwant it to mention %q", err, part)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, waiting []string
+			for _, tg := range p.Targets {
+				got = append(got, tg.Queue.Interface)
+			}
+			for _, q := range p.Waiting {
+				waiting = append(waiting, q.Interface)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.wantTargets, ",") || strings.Join(waiting, ",") != strings.Join(tt.wantWaiting, ",") {
+				t.Errorf("targets %v waiting %v; want %v, %v", got, waiting, tt.wantTargets, tt.wantWaiting)
+			}
+			if len(k.trees) != 0 {
+				t.Errorf("Prepare changed the kernel: %v", k.trees)
+			}
+		})
+	}
+}
+
+func actions(outs []Outcome) string {
+	var s []string
+	for _, o := range outs {
+		s = append(s, o.Interface+"="+string(o.Action))
+	}
+	return strings.Join(s, " ")
+}
+
+func TestStartIdempotentAndChanged(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)}
+	steps := []struct {
+		name    string
+		mutate  func()
+		want    string
+		applies int // on eth0 after the step
+	}{
+		{"first start", func() {}, "eth0=applied eth1=applied", 1},
+		{"again: nothing to do", func() {}, "eth0=unchanged eth1=unchanged", 1},
+		{"changed rate re-applies only that one", func() { qs[0].Upload = 6000 }, "eth0=applied eth1=unchanged", 2},
+		{"tree removed behind our back is rebuilt", func() { k.tamper("eth0") }, "eth0=applied eth1=unchanged", 3},
+	}
+	for _, st := range steps {
+		st.mutate()
+		outs, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := actions(outs); got != st.want {
+			t.Errorf("%s: outcomes %q; want %q", st.name, got, st.want)
+		}
+		if n := k.count(k.applies, "eth0"); n != st.applies {
+			t.Errorf("%s: %d applies on eth0; want %d", st.name, n, st.applies)
+		}
+	}
+	state, _ := s.Store.Load("eth0")
+	if state == nil || state.Queue.Upload != 6000 || state.Owned.IFB != "ifb4eth0" || state.Source != "/etc/config/sqm" {
+		t.Errorf("state after re-apply: %+v", state)
+	}
+}
+
+func TestStartFailureRollsBack(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)}
+	if _, err := s.Start(qs[:1], "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := k.trees["eth0"]
+	k.failApply["eth1"] = errors.New("kernel says no")
+	qs[0].Upload = 9000 // eth0 changes, then eth1 fails
+	_, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false)
+	if err == nil || !strings.Contains(err.Error(), `apply queue "lan" on eth1: kernel says no`) {
+		t.Fatalf("err = %v; want the eth1 failure", err)
+	}
+	if k.trees["eth0"] != before {
+		t.Errorf("eth0 not rolled back:\n got %s\nwant %s", k.trees["eth0"], before)
+	}
+	if _, ok := k.trees["eth1"]; ok {
+		t.Error("eth1 has a tree after a failed apply")
+	}
+	if st, _ := s.Store.Load("eth0"); st == nil || st.Queue.Upload != 5000 {
+		t.Errorf("eth0 state after rollback: %+v; want the old upload 5000", st)
+	}
+	if st, _ := s.Store.Load("eth1"); st != nil {
+		t.Errorf("eth1 has state after a failed apply: %+v", st)
+	}
+}
+
+func TestInterruptedApplyForces(t *testing.T) {
+	k := newFake("eth0")
+	s, lb := newService(t, k)
+	q := queue("wan", "eth0", 20000, 5000)
+	// An sqm died after marking and after half-building: the kernel has
+	// something, no state describes it.
+	if err := s.Store.markPending("eth0", []byte(`{}`), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	k.trees["eth0"] = "half a tree"
+	outs, err := s.Start([]config.Queue{q}, "/etc/config/sqm", PrepareOptions{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if actions(outs) != "eth0=applied" || k.count(k.forced, "eth0") != 1 {
+		t.Errorf("outcomes %q, forced %d; want applied with force", actions(outs), k.forced["eth0"])
+	}
+	if !strings.Contains(lb.String(), "interrupted") {
+		t.Errorf("log does not mention the interrupted apply:\n%s", lb)
+	}
+	if s.Store.interrupted("eth0") != nil {
+		t.Error("pending marker left after a successful apply")
+	}
+	// Without a marker, a foreign tree is refused unless forced.
+	k2 := newFake("eth0")
+	s2, _ := newService(t, k2)
+	k2.trees["eth0"] = "foreign"
+	if _, err := s2.Start([]config.Queue{q}, "x", PrepareOptions{}, false); !errors.Is(err, errFakeForeign) {
+		t.Errorf("err = %v; want the kernel's foreign-qdisc error passed through", err)
+	}
+	if _, err := s2.Start([]config.Queue{q}, "x", PrepareOptions{}, true); err != nil {
+		t.Errorf("--force: %v", err)
+	}
+}
+
+func TestStop(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)}
+	if _, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := s.Stop(StopOptions{Ifaces: []string{"eth1", "eth5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(outs); got != "eth5=not-shaped eth1=removed" {
+		t.Errorf("outcomes %q", got)
+	}
+	if _, ok := k.trees["eth1"]; ok || k.ifbs["ifb4eth1"] {
+		t.Error("eth1 tree or IFB left after stop")
+	}
+	if _, ok := k.trees["eth0"]; !ok {
+		t.Error("stop eth1 removed eth0's tree")
+	}
+	outs, err = s.Stop(StopOptions{})
+	if err != nil || actions(outs) != "eth0=removed" {
+		t.Errorf("stop all: %q, %v", actions(outs), err)
+	}
+	if all, _ := s.Store.All(); len(all) != 0 {
+		t.Errorf("state left: %v", Interfaces(all))
+	}
+}
+
+func TestReloadRemovesDroppedSections(t *testing.T) {
+	k := newFake("eth0", "eth1", "eth2")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)}
+	if _, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	// `sqm apply` on eth2 is not the config's business.
+	cli := queue("cli", "eth2", 1, 1)
+	if _, err := s.Start([]config.Queue{cli}, SourceCLI, PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	qs[1].Enabled = false
+	outs, err := s.Reload(qs, "/etc/config/sqm", PrepareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(outs); got != "eth1=removed eth0=unchanged" {
+		t.Errorf("outcomes %q", got)
+	}
+	if _, ok := k.trees["eth2"]; !ok {
+		t.Error("reload removed the cli-applied eth2")
+	}
+	if k.count(k.applies, "eth0") != 1 {
+		t.Error("reload re-applied an unchanged section")
+	}
+}
+
+func TestCleanStale(t *testing.T) {
+	k := newFake("eth0", "ppp0")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "ppp0", 20000, 5000), queue("lan", "eth0", 1, 1)}
+	if _, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	k.setLink("ppp0", false) // the IFB outlives it
+	outs, err := s.CleanStale()
+	if err != nil || actions(outs) != "ppp0=stale" {
+		t.Fatalf("outcomes %q, %v", actions(outs), err)
+	}
+	if k.ifbs["ifb4ppp0"] {
+		t.Error("IFB of the vanished interface not removed")
+	}
+	if st, _ := s.Store.Load("ppp0"); st != nil {
+		t.Error("stale state kept")
+	}
+	if st, _ := s.Store.Load("eth0"); st == nil {
+		t.Error("live state removed")
+	}
+}

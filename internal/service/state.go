@@ -1,0 +1,227 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"sqm/internal/config"
+	"sqm/internal/plan"
+)
+
+// StateVersion is bumped when State changes incompatibly; older files are
+// then treated as unreadable and reported, never guessed at.
+const StateVersion = 1
+
+// SourceCLI is the Source of state written by `sqm apply` (no config file).
+const SourceCLI = "cli"
+
+// State is what sqm installed on one interface. It is written only after the
+// kernel accepted the whole plan, so it is the authority for `sqm stop`: stop
+// removes exactly State.Owned, nothing it merely guesses is sqm's.
+type State struct {
+	Version   int    `json:"version"`
+	Interface string `json:"interface"`
+	// Source is the config file the section came from, or SourceCLI.
+	Source  string `json:"source"`
+	Section string `json:"section"`
+	// SectionPos is where the section was written ("file:line").
+	SectionPos string     `json:"section_pos,omitempty"`
+	AppliedAt  time.Time `json:"applied_at"`
+	PID        int       `json:"pid"`
+	// Queue is the section as applied, so the plan can be rebuilt for
+	// checks and restores even after the config file changed.
+	Queue config.Queue `json:"queue"`
+	// Plan is the applied plan as JSON, compared byte for byte with a
+	// fresh plan to tell whether a section changed. (plan.Handle has no
+	// UnmarshalText, so the plan itself is not decoded back.)
+	Plan  json.RawMessage `json:"plan"`
+	Owned Owned           `json:"-"`
+	// OwnedRec is Owned in a form that survives a JSON round trip.
+	OwnedRec ownedRecord `json:"owned"`
+}
+
+// ownedRecord stores Owned with the handle as a number.
+type ownedRecord struct {
+	Interface    string `json:"interface"`
+	Ifindex      int    `json:"ifindex"`
+	EgressRoot   bool   `json:"egress_root"`
+	EgressHandle uint32 `json:"egress_handle"`
+	Ingress      bool   `json:"ingress"`
+	IFB          string `json:"ifb,omitempty"`
+	IFBIndex     int    `json:"ifb_index,omitempty"`
+}
+
+func recordOwned(o Owned) ownedRecord {
+	return ownedRecord{o.Interface, o.Ifindex, o.EgressRoot, uint32(o.EgressHandle), o.Ingress, o.IFB, o.IFBIndex}
+}
+
+func (r ownedRecord) owned() Owned {
+	return Owned{Interface: r.Interface, Ifindex: r.Ifindex, EgressRoot: r.EgressRoot,
+		EgressHandle: plan.Handle(r.EgressHandle), Ingress: r.Ingress, IFB: r.IFB, IFBIndex: r.IFBIndex}
+}
+
+// pending is written before the kernel is touched and removed after the
+// state is saved (or the apply failed cleanly). A pending file that
+// survives means an sqm died mid-apply (kill -9, power loss): what is in the
+// kernel may be half of sqm's tree that no State describes, so the next
+// apply on that interface replaces it (ApplyOptions.Force).
+type pending struct {
+	Interface string          `json:"interface"`
+	PID       int             `json:"pid"`
+	Started   time.Time       `json:"started"`
+	Plan      json.RawMessage `json:"plan"`
+}
+
+// Store keeps one JSON file per interface in a directory (default /run/sqm,
+// a tmpfs: shaping does not survive a reboot, and neither should its state).
+type Store struct {
+	Dir string
+}
+
+func (s *Store) statePath(iface string) string {
+	return filepath.Join(s.Dir, iface+".state.json")
+}
+
+func (s *Store) pendingPath(iface string) string {
+	return filepath.Join(s.Dir, iface+".pending.json")
+}
+
+// checkIfaceName refuses names that would escape the state directory or
+// that the kernel could never have created (IFNAMSIZ is 16 with the NUL).
+func checkIfaceName(iface string) error {
+	if iface == "" || len(iface) > 15 || iface == "." || iface == ".." ||
+		strings.ContainsAny(iface, "/ \t\n:") {
+		return fmt.Errorf("interface name %q is not valid: it must be 1 to 15 characters without '/', ':' or spaces", iface)
+	}
+	return nil
+}
+
+// Load returns the state of iface, or nil if sqm has not shaped it.
+func (s *Store) Load(iface string) (*State, error) {
+	if err := checkIfaceName(iface); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return s.read(s.statePath(iface))
+}
+
+func (s *Store) read(path string) (*State, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: read %s: %w", path, err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("state: %s is corrupt: %w; check what is installed with 'sqm status', then delete the file", path, err)
+	}
+	if st.Version != StateVersion {
+		return nil, fmt.Errorf("state: %s has version %d, this sqm reads version %d; stop shaping with the sqm that wrote it, or delete the file", path, st.Version, StateVersion)
+	}
+	st.Owned = st.OwnedRec.owned()
+	return &st, nil
+}
+
+// All returns every state, sorted by interface.
+func (s *Store) All() ([]*State, error) {
+	names, err := filepath.Glob(filepath.Join(s.Dir, "*.state.json"))
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", s.Dir, err)
+	}
+	sort.Strings(names)
+	var out []*State
+	var errs []error
+	for _, n := range names {
+		st, err := s.read(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if st != nil {
+			out = append(out, st)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Save writes st atomically: readers see the old file or the new one, never
+// half of one, even if sqm is killed while writing.
+func (s *Store) Save(st *State) error {
+	if err := checkIfaceName(st.Interface); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	st.Version = StateVersion
+	st.OwnedRec = recordOwned(st.Owned)
+	return s.writeJSON(s.statePath(st.Interface), st)
+}
+
+func (s *Store) writeJSON(path string, v any) error {
+	if err := ensureDir(s.Dir); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("state: encode %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(s.Dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Delete forgets iface's state; a missing file is not an error.
+func (s *Store) Delete(iface string) error {
+	if err := checkIfaceName(iface); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if err := os.Remove(s.statePath(iface)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) markPending(iface string, p json.RawMessage, now time.Time) error {
+	return s.writeJSON(s.pendingPath(iface), &pending{Interface: iface, PID: os.Getpid(), Started: now, Plan: p})
+}
+
+func (s *Store) clearPending(iface string) {
+	os.Remove(s.pendingPath(iface))
+}
+
+// interrupted returns the record of an apply on iface that never finished,
+// or nil.
+func (s *Store) interrupted(iface string) *pending {
+	b, err := os.ReadFile(s.pendingPath(iface))
+	if err != nil {
+		return nil
+	}
+	var p pending
+	if json.Unmarshal(b, &p) != nil {
+		return &pending{Interface: iface}
+	}
+	return &p
+}
