@@ -32,7 +32,7 @@ type State struct {
 	Source  string `json:"source"`
 	Section string `json:"section"`
 	// SectionPos is where the section was written ("file:line").
-	SectionPos string     `json:"section_pos,omitempty"`
+	SectionPos string    `json:"section_pos,omitempty"`
 	AppliedAt  time.Time `json:"applied_at"`
 	PID        int       `json:"pid"`
 	// Queue is the section as applied, so the plan can be rebuilt for
