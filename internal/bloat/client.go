@@ -1,0 +1,678 @@
+package bloat
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"sqm/internal/stats"
+)
+
+// Options configure a test run. Zero values take the defaults noted.
+type Options struct {
+	// Addr is the server, "host" or "host:port" (port DefaultPort if absent).
+	Addr string
+	Mode Mode // default ModeRRUL
+	// Duration is the length of each load phase (default 60 s); in idle mode
+	// the whole run (default 10 s).
+	Duration time.Duration
+	// Idle is the idle lead before the load and the tail after it (default
+	// 5 s, flent's DELAY). Negative means none.
+	Idle time.Duration
+	// Interval between probes of one kind, and the throughput sampling step
+	// (default 200 ms, flent's STEP_SIZE).
+	Interval time.Duration
+	// Streams per direction in speedtest mode (default 5).
+	Streams int
+	// Network is "tcp" (default), "tcp4" or "tcp6" (-4/-6).
+	Network string
+	Secret  string
+	// NoICMP disables the ICMP echo probe.
+	NoICMP bool
+	// Enter, if set, is called around the creation of every socket; fn
+	// must run on the calling OS thread's network namespace of choice
+	// (e.g. internal/netns Do). nil creates sockets in the caller's namespace.
+	Enter func(fn func() error) error
+	// Progress, if set, is called once per step from another goroutine.
+	Progress func(Progress)
+	// Logf, if set, receives warnings (also kept in Result.Notes).
+	Logf func(format string, args ...any)
+}
+
+// DSCP code points used by RRUL.
+const (
+	DSCPCS0 = 0
+	DSCPCS1 = 8
+	DSCPCS5 = 40
+	DSCPEF  = 46
+)
+
+// rrulMarks are the four RRUL stream markings, in flent's order.
+var rrulMarks = [...]struct {
+	label string
+	dscp  int
+}{{"BE", DSCPCS0}, {"BK", DSCPCS1}, {"CS5", DSCPCS5}, {"EF", DSCPEF}}
+
+// HostPort adds DefaultPort to addr when it names no port. IPv6 literals
+// may be given with or without brackets.
+func HostPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return netip.AddrPortFrom(a, DefaultPort).String()
+	}
+	if len(addr) > 2 && addr[0] == '[' && addr[len(addr)-1] == ']' {
+		addr = addr[1 : len(addr)-1]
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+}
+
+func (o *Options) defaults() error {
+	if o.Mode == "" {
+		o.Mode = ModeRRUL
+	}
+	switch o.Mode {
+	case ModeRRUL, ModeSpeedtest, ModeIdle:
+	default:
+		return fmt.Errorf("test: unknown mode %q; use rrul, speedtest or idle", o.Mode)
+	}
+	if o.Duration <= 0 {
+		o.Duration = 60 * time.Second
+		if o.Mode == ModeIdle {
+			o.Duration = 10 * time.Second
+		}
+	}
+	if o.Idle == 0 {
+		o.Idle = 5 * time.Second
+	}
+	if o.Idle < 0 || o.Mode == ModeIdle {
+		o.Idle = 0
+	}
+	if o.Interval <= 0 {
+		o.Interval = 200 * time.Millisecond
+	}
+	if o.Interval < 10*time.Millisecond {
+		return fmt.Errorf("test: interval %v is below 10ms; probes that fast measure the probes, not the link", o.Interval)
+	}
+	if o.Streams <= 0 {
+		o.Streams = 5
+	}
+	if o.Mode == ModeRRUL {
+		o.Streams = 4
+	}
+	switch o.Network {
+	case "":
+		o.Network = "tcp"
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return fmt.Errorf("test: network %q is not tcp, tcp4 or tcp6", o.Network)
+	}
+	if o.Addr == "" {
+		return errors.New("test: no server address; give HOST[:PORT] of a host running 'sqm server'")
+	}
+	if o.Enter == nil {
+		o.Enter = func(fn func() error) error { return fn() }
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// plannedPhase is a phase of the schedule, in offsets from the start.
+type plannedPhase struct {
+	name       string
+	start, end time.Duration
+	down, up   int // streams
+}
+
+func schedule(o *Options) []plannedPhase {
+	var ph []plannedPhase
+	t := time.Duration(0)
+	add := func(name string, d time.Duration, down, up int) {
+		if d <= 0 {
+			return
+		}
+		ph = append(ph, plannedPhase{name, t, t + d, down, up})
+		t += d
+	}
+	switch o.Mode {
+	case ModeIdle:
+		add("idle", o.Duration, 0, 0)
+		return ph
+	case ModeRRUL:
+		add("idle-before", o.Idle, 0, 0)
+		add("load", o.Duration, o.Streams, o.Streams)
+	case ModeSpeedtest:
+		add("idle-before", o.Idle, 0, 0)
+		add("download", o.Duration, o.Streams, 0)
+		add("upload", o.Duration, 0, o.Streams)
+	}
+	add("idle-after", o.Idle, 0, 0)
+	return ph
+}
+
+// client holds one run's state.
+type client struct {
+	o        Options
+	start    time.Time
+	total    time.Duration
+	server   netip.AddrPort // resolved from the control connection
+	token    [tokenLen]byte
+	kinds    []*kind
+	notes    []string
+	phase    atomic.Value // string
+	lastRTT  atomic.Int64 // ns
+	mu       sync.Mutex
+	streams  []*stream
+	ticks    []time.Duration
+	down, up []float64
+}
+
+func (c *client) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	c.mu.Lock()
+	c.notes = append(c.notes, s)
+	c.mu.Unlock()
+	c.o.Logf("%s", s)
+}
+
+// Run runs one test against a server and returns its result. It returns an
+// error if the server cannot be reached or refuses the test; trouble later
+// on (an ICMP socket that cannot be opened, a load stream that fails) is
+// reported in Result.Notes and the run goes on. Cancelling ctx stops the run
+// early with ctx's error.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	c := &client{o: o}
+	plan := schedule(&c.o)
+	c.total = plan[len(plan)-1].end
+	addr := HostPort(o.Addr)
+
+	ctl, err := c.dial(ctx, addr, DSCPCS0)
+	if err != nil {
+		return nil, fmt.Errorf("test: connect to server %s: %w (is 'sqm server' running there and the port open?)", addr, err)
+	}
+	defer ctl.Close()
+	if err := c.handshake(ctl, plan); err != nil {
+		return nil, fmt.Errorf("test: server %s: %w", addr, err)
+	}
+	ra := ctl.RemoteAddr().(*net.TCPAddr)
+	ip, _ := netip.AddrFromSlice(ra.IP)
+	c.server = netip.AddrPortFrom(ip.Unmap(), uint16(ra.Port))
+
+	if err := c.openProbes(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, k := range c.kinds {
+			k.conn.Close()
+		}
+	}()
+
+	c.start = time.Now()
+	c.phase.Store(plan[0].name)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, k := range c.kinds {
+		wg.Add(2)
+		offset := time.Duration(i) * c.o.Interval / time.Duration(len(c.kinds))
+		go func() { defer wg.Done(); c.sendProbes(runCtx, k, offset) }()
+		go func() { defer wg.Done(); k.receive(c) }()
+	}
+	samplerDone := make(chan struct{})
+	go func() { defer close(samplerDone); c.sample(runCtx) }()
+
+	err = c.runPhases(runCtx, plan)
+	// Wait for late replies, then stop everything.
+	wait := 3 * c.maxRTT()
+	wait = min(max(wait, 200*time.Millisecond), 2*time.Second)
+	if err == nil {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	cancel()
+	<-samplerDone
+	for _, k := range c.kinds {
+		k.conn.Close()
+	}
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	return c.result(plan), nil
+}
+
+func (c *client) dial(ctx context.Context, addr string, dscp int) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, Control: func(network, address string, rc syscall.RawConn) error {
+		if dscp != 0 {
+			if err := setTOS(rc, dscp); err != nil {
+				c.note("cannot mark traffic with DSCP %d: %v", dscp, err)
+			}
+		}
+		return nil
+	}}
+	var conn net.Conn
+	err := c.o.Enter(func() error {
+		var err error
+		conn, err = d.DialContext(ctx, c.o.Network, addr)
+		return err
+	})
+	return conn, err
+}
+
+func (c *client) handshake(ctl net.Conn, plan []plannedPhase) error {
+	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	defer ctl.SetDeadline(time.Time{})
+	maxStreams := 0
+	for _, p := range plan {
+		maxStreams = max(maxStreams, p.down+p.up)
+	}
+	hello := &message{Type: msgHello, Version: ProtocolVersion, DurationMs: c.total.Milliseconds() + 1, Streams: maxStreams}
+	if err := writeMessage(ctl, hello); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	m, err := readMessage(ctl)
+	if err != nil {
+		return fmt.Errorf("read challenge: %w (is this an sqm server?)", err)
+	}
+	if m.Type == msgError {
+		return fmt.Errorf("refused: %s", m.Error)
+	}
+	if m.Type != msgChallenge {
+		return fmt.Errorf("expected challenge, got %q", m.Type)
+	}
+	auth := &message{Type: msgAuth}
+	if c.o.Secret != "" {
+		auth.MAC = mac(c.o.Secret, m.Nonce)
+	}
+	if err := writeMessage(ctl, auth); err != nil {
+		return fmt.Errorf("send auth: %w", err)
+	}
+	m, err = readMessage(ctl)
+	if err != nil {
+		return fmt.Errorf("read welcome: %w", err)
+	}
+	if m.Type == msgError {
+		return fmt.Errorf("refused: %s", m.Error)
+	}
+	if m.Type != msgWelcome {
+		return fmt.Errorf("expected welcome, got %q", m.Type)
+	}
+	copy(c.token[:], m.Token)
+	return nil
+}
+
+func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
+	for _, p := range plan {
+		c.phase.Store(p.name)
+		var active []*stream
+		for i := 0; i < p.down+p.up; i++ {
+			dir, idx := DirDown, i
+			if i >= p.down {
+				dir, idx = DirUp, i-p.down
+			}
+			label, dscp := "BE", DSCPCS0
+			if c.o.Mode == ModeRRUL {
+				label, dscp = rrulMarks[idx%4].label, rrulMarks[idx%4].dscp
+			} else if p.down+p.up > 1 {
+				label = fmt.Sprintf("BE%d", idx+1)
+			}
+			st, err := c.openStream(ctx, dir, label, dscp)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				c.note("%s stream %s could not start: %v", dir, label, err)
+				continue
+			}
+			active = append(active, st)
+		}
+		select {
+		case <-time.After(time.Until(c.start.Add(p.end))):
+		case <-ctx.Done():
+		}
+		for _, st := range active {
+			st.stop(time.Since(c.start))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stream is one TCP load connection.
+type stream struct {
+	dir, label string
+	dscp       int
+	conn       net.Conn
+	recv       atomic.Int64 // download: bytes read
+	sent       atomic.Int64 // upload: bytes written (fallback without TCP_INFO)
+	base       int64        // upload: acked bytes before the load began
+	startT     time.Duration
+	mu         sync.Mutex
+	stopped    bool
+	endT       time.Duration
+	final      int64
+	prev       int64 // bytes at the previous sampling tick
+	series     []float64
+	done       chan struct{}
+}
+
+func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*stream, error) {
+	conn, err := c.dial(ctx, c.server.String(), dscp)
+	if err != nil {
+		return nil, err
+	}
+	st := &stream{dir: dir, label: label, dscp: dscp, conn: conn, done: make(chan struct{})}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := writeMessage(conn, &message{Type: msgStream, Token: c.token[:], Dir: dir, DSCP: dscp}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	if dir == DirUp {
+		st.base, _ = bytesAcked(conn)
+	}
+	st.startT = time.Since(c.start)
+	c.mu.Lock()
+	st.series = make([]float64, len(c.ticks))
+	c.streams = append(c.streams, st)
+	c.mu.Unlock()
+	go func() {
+		defer close(st.done)
+		buf := make([]byte, loadChunk)
+		if dir == DirDown {
+			for {
+				n, err := conn.Read(buf)
+				st.recv.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}
+		rand.Read(buf)
+		for {
+			n, err := conn.Write(buf)
+			st.sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return st, nil
+}
+
+// bytes is the stream's goodput so far: received (down) or acknowledged by
+// the server (up).
+func (st *stream) bytes() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopped {
+		return st.final
+	}
+	return st.bytesLocked()
+}
+
+func (st *stream) bytesLocked() int64 {
+	if st.dir == DirDown {
+		return st.recv.Load()
+	}
+	if n, ok := bytesAcked(st.conn); ok {
+		return n - st.base
+	}
+	return st.sent.Load()
+}
+
+func (st *stream) stop(at time.Duration) {
+	st.mu.Lock()
+	st.final = st.bytesLocked()
+	st.stopped = true
+	st.endT = at
+	st.mu.Unlock()
+	st.conn.Close()
+	<-st.done
+}
+
+// sample records throughput every step, aligned to the start, and reports
+// progress.
+func (c *client) sample(ctx context.Context) {
+	step := c.o.Interval
+	c.mu.Lock()
+	c.ticks = append(c.ticks, 0)
+	c.down = append(c.down, 0)
+	c.up = append(c.up, 0)
+	c.mu.Unlock()
+	prevT := time.Duration(0)
+	for k := 1; time.Duration(k)*step <= c.total; k++ {
+		due := time.Duration(k) * step
+		select {
+		case <-time.After(time.Until(c.start.Add(due))):
+		case <-ctx.Done():
+			return
+		}
+		now := time.Since(c.start)
+		dt := (now - prevT).Seconds()
+		prevT = now
+		c.mu.Lock()
+		streams := append([]*stream(nil), c.streams...)
+		c.mu.Unlock()
+		var down, up float64
+		vals := make([]float64, len(streams))
+		for i, st := range streams {
+			b := st.bytes()
+			v := float64(b-st.prev) * 8 / dt / 1e6
+			st.prev = b
+			vals[i] = v
+			if st.dir == DirDown {
+				down += v
+			} else {
+				up += v
+			}
+		}
+		c.mu.Lock()
+		c.ticks = append(c.ticks, due)
+		c.down = append(c.down, down)
+		c.up = append(c.up, up)
+		for i, st := range streams {
+			st.series = append(st.series, vals[i])
+		}
+		for _, st := range c.streams[len(streams):] { // opened during this tick
+			st.series = append(st.series, 0)
+		}
+		c.mu.Unlock()
+		if c.o.Progress != nil {
+			c.o.Progress(Progress{
+				Phase: c.phase.Load().(string), Elapsed: now, Total: c.total,
+				DownloadMbps: down, UploadMbps: up,
+				LatencyMs: float64(c.lastRTT.Load()) / 1e6,
+			})
+		}
+	}
+}
+
+func (c *client) maxRTT() time.Duration {
+	var m time.Duration
+	for _, k := range c.kinds {
+		k.mu.Lock()
+		for _, r := range k.recs {
+			if r.got && r.rtt > m {
+				m = r.rtt
+			}
+		}
+		k.mu.Unlock()
+	}
+	return m
+}
+
+// result assembles the Result from the recorded samples and streams.
+func (c *client) result(plan []plannedPhase) *Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &Result{
+		FormatVersion: ResultVersion,
+		Mode:          c.o.Mode,
+		Server:        c.server.String(),
+		Start:         c.start,
+		IdleS:         c.o.Idle.Seconds(),
+		LoadS:         c.o.Duration.Seconds(),
+		StepS:         c.o.Interval.Seconds(),
+		TotalS:        c.total.Seconds(),
+		Notes:         c.notes,
+	}
+	if c.o.Mode == ModeIdle {
+		r.LoadS = 0
+	}
+	for i, t := range c.ticks {
+		r.Series.TS = append(r.Series.TS, t.Seconds())
+		r.Series.DownloadMbps = append(r.Series.DownloadMbps, c.down[i])
+		r.Series.UploadMbps = append(r.Series.UploadMbps, c.up[i])
+	}
+	for _, st := range c.streams {
+		s := Stream{Dir: st.dir, Label: st.label, DSCP: st.dscp,
+			StartS: st.startT.Seconds(), EndS: st.endT.Seconds(), Bytes: st.final, MbpsSeries: st.series}
+		if d := st.endT - st.startT; d > 0 {
+			s.Mbps = float64(st.final) * 8 / d.Seconds() / 1e6
+		}
+		if len(s.MbpsSeries) > len(c.ticks) {
+			s.MbpsSeries = s.MbpsSeries[:len(c.ticks)]
+		}
+		r.Streams = append(r.Streams, s)
+	}
+	// Samples and the clock offset of each UDP kind.
+	for _, k := range c.kinds {
+		k.mu.Lock()
+		off, hasOff := k.offset()
+		for seq, rec := range k.recs {
+			s := Sample{Kind: k.name, Seq: uint64(seq), TS: rec.sent.Seconds(), Lost: !rec.got}
+			if rec.got {
+				s.RTTMs = ms(rec.rtt)
+				if rec.hasOWD && hasOff {
+					s.OWDUpMs = float64(rec.a-off) / 1e6
+					s.OWDDownMs = float64(rec.b+off) / 1e6
+				}
+			}
+			r.Samples = append(r.Samples, s)
+		}
+		k.mu.Unlock()
+	}
+	sort.SliceStable(r.Samples, func(i, j int) bool { return r.Samples[i].TS < r.Samples[j].TS })
+
+	phaseOf := func(t float64) *plannedPhase {
+		for i := range plan {
+			if t >= plan[i].start.Seconds() && t < plan[i].end.Seconds() {
+				return &plan[i]
+			}
+		}
+		return nil
+	}
+	loaded := func(p *plannedPhase) bool { return p != nil && p.down+p.up > 0 }
+	collect := func(kind string, keep func(*plannedPhase) bool) stats.Summary {
+		var rtts []float64
+		sent := 0
+		for _, s := range r.Samples {
+			if kind != "" && s.Kind != kind {
+				continue
+			}
+			p := phaseOf(s.TS)
+			if p == nil || !keep(p) {
+				continue
+			}
+			sent++
+			if !s.Lost {
+				rtts = append(rtts, s.RTTMs)
+			}
+		}
+		return stats.Summarize(rtts, sent)
+	}
+	r.Idle = collect("", func(p *plannedPhase) bool { return !loaded(p) })
+	r.Loaded = collect("", loaded)
+	for _, k := range c.kinds {
+		ps := ProbeSummary{Kind: k.name, DSCP: k.dscp,
+			Idle:   collect(k.name, func(p *plannedPhase) bool { return !loaded(p) }),
+			Loaded: collect(k.name, loaded)}
+		var ups, downs []float64
+		for _, s := range r.Samples {
+			if s.Kind == k.name && !s.Lost && s.OWDUpMs != 0 && loaded(phaseOf(s.TS)) {
+				ups = append(ups, s.OWDUpMs)
+				downs = append(downs, s.OWDDownMs)
+			}
+		}
+		if len(ups) > 0 {
+			ps.LoadedOWDUpMs = stats.Summarize(ups, 0).MedianMs
+			ps.LoadedOWDDownMs = stats.Summarize(downs, 0).MedianMs
+		}
+		r.Probes = append(r.Probes, ps)
+	}
+	var downBytes, upBytes int64
+	var downDur, upDur time.Duration
+	for i := range plan {
+		p := &plan[i]
+		ph := Phase{Name: p.name, StartS: p.start.Seconds(), EndS: p.end.Seconds(),
+			Latency: collect("", func(q *plannedPhase) bool { return q == p })}
+		var db, ub int64
+		for _, st := range c.streams {
+			if st.startT >= p.start && st.startT < p.end {
+				if st.dir == DirDown {
+					db += st.final
+				} else {
+					ub += st.final
+				}
+			}
+		}
+		d := p.end - p.start
+		ph.DownloadMbps = float64(db) * 8 / d.Seconds() / 1e6
+		ph.UploadMbps = float64(ub) * 8 / d.Seconds() / 1e6
+		if p.down > 0 {
+			downBytes += db
+			downDur += d
+		}
+		if p.up > 0 {
+			upBytes += ub
+			upDur += d
+		}
+		r.Phases = append(r.Phases, ph)
+	}
+	if downDur > 0 {
+		r.DownloadMbps = float64(downBytes) * 8 / downDur.Seconds() / 1e6
+	}
+	if upDur > 0 {
+		r.UploadMbps = float64(upBytes) * 8 / upDur.Seconds() / 1e6
+	}
+	switch {
+	case r.Loaded.Count > 0 && r.Idle.Count > 0:
+		r.InducedMs = r.Loaded.MedianMs - r.Idle.MedianMs
+		r.Grade = stats.Grade(r.InducedMs)
+		r.RPM = stats.RPM(r.Loaded.MedianMs)
+	case r.Idle.Count > 0:
+		r.Grade = "-" // no load, no grade
+		r.RPM = stats.RPM(r.Idle.MedianMs)
+	default:
+		r.Grade = "?"
+	}
+	r.RPMBand = stats.RPMBand(r.RPM)
+	if math.IsNaN(r.InducedMs) {
+		r.InducedMs = 0
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }

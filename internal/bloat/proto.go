@@ -1,0 +1,235 @@
+package bloat
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ProtocolVersion is the control protocol's version. A server refuses a
+// client that speaks another version and says which one it speaks.
+const ProtocolVersion = 1
+
+// DefaultPort is where `sqm server` listens (TCP for control and load, UDP
+// for latency probes) unless told otherwise: one above netperf's 12865, so
+// it is easy to remember and does not collide with netperf or iperf3 (5201).
+const DefaultPort = 12866
+
+// maxMessage bounds one control message. Everything legitimate fits in a few
+// hundred bytes; anything longer is refused before it is read.
+const maxMessage = 4096
+
+// Message types. Every TCP connection starts with the client sending either
+// a hello (control connection) or a stream (load connection).
+//
+//	control: client hello → server challenge → client auth → server welcome | error
+//	         ... the connection stays open for the session; closing it ends the session
+//	load:    client stream(token, dir, dscp) → server sends (dir "down") or sinks (dir "up")
+const (
+	msgHello     = "hello"
+	msgChallenge = "challenge"
+	msgAuth      = "auth"
+	msgWelcome   = "welcome"
+	msgError     = "error"
+	msgStream    = "stream"
+)
+
+// Directions of a load stream, from the client's point of view.
+const (
+	DirDown = "down"
+	DirUp   = "up"
+)
+
+// message is the single wire type of the control protocol: a JSON object
+// framed by a two-byte big-endian length. One flat type keeps the decoder
+// (the part exposed to the network, and fuzzed) small.
+type message struct {
+	Type    string `json:"type"`
+	Version int    `json:"version,omitempty"`
+	// hello: what the client intends to do.
+	DurationMs int64 `json:"duration_ms,omitempty"`
+	Streams    int   `json:"streams,omitempty"`
+	// challenge/auth: HMAC-SHA256(secret, nonce) proves the secret without sending it.
+	Nonce []byte `json:"nonce,omitempty"`
+	MAC   []byte `json:"mac,omitempty"`
+	// welcome: the session token for load streams and probes, and the limits.
+	Token         []byte `json:"token,omitempty"`
+	MaxDurationMs int64  `json:"max_duration_ms,omitempty"`
+	MaxStreams    int    `json:"max_streams,omitempty"`
+	// stream
+	Dir  string `json:"dir,omitempty"`
+	DSCP int    `json:"dscp,omitempty"`
+	// error: why the server refused.
+	Error string `json:"error,omitempty"`
+}
+
+// writeMessage frames and writes m.
+func writeMessage(w io.Writer, m *message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s message: %w", m.Type, err)
+	}
+	if len(b) > maxMessage {
+		return fmt.Errorf("encode %s message: %d bytes exceeds the %d-byte limit", m.Type, len(b), maxMessage)
+	}
+	buf := make([]byte, 2+len(b))
+	binary.BigEndian.PutUint16(buf, uint16(len(b)))
+	copy(buf[2:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// readMessage reads one framed message and checks it is well formed for its
+// type. It never reads more than maxMessage+2 bytes, so a peer cannot make
+// it allocate or block beyond what the caller's deadline allows.
+func readMessage(r io.Reader) (*message, error) {
+	var hdr [2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[:]))
+	if n == 0 || n > maxMessage {
+		return nil, fmt.Errorf("message length %d outside 1..%d", n, maxMessage)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("message body: %w", err)
+	}
+	return decodeMessage(b)
+}
+
+// decodeMessage parses and validates one message body.
+func decodeMessage(b []byte) (*message, error) {
+	var m message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("malformed message: %w", err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+var errBadMessage = errors.New("invalid message")
+
+func (m *message) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", errBadMessage, m.Type, fmt.Sprintf(format, args...))
+	}
+	switch m.Type {
+	case msgHello:
+		if m.DurationMs <= 0 || m.DurationMs > int64(24*time.Hour/time.Millisecond) {
+			return bad("duration %d ms outside 1 ms..24 h", m.DurationMs)
+		}
+		if m.Streams < 0 || m.Streams > 1024 {
+			return bad("%d streams outside 0..1024", m.Streams)
+		}
+	case msgChallenge:
+		if len(m.Nonce) != 32 {
+			return bad("nonce has %d bytes, want 32", len(m.Nonce))
+		}
+	case msgAuth:
+		if len(m.MAC) != 0 && len(m.MAC) != sha256.Size {
+			return bad("mac has %d bytes, want 0 or %d", len(m.MAC), sha256.Size)
+		}
+	case msgWelcome:
+		if len(m.Token) != tokenLen {
+			return bad("token has %d bytes, want %d", len(m.Token), tokenLen)
+		}
+	case msgError:
+		if m.Error == "" {
+			return bad("no error text")
+		}
+	case msgStream:
+		if len(m.Token) != tokenLen {
+			return bad("token has %d bytes, want %d", len(m.Token), tokenLen)
+		}
+		if m.Dir != DirDown && m.Dir != DirUp {
+			return bad("direction %q is neither %q nor %q", m.Dir, DirDown, DirUp)
+		}
+		if m.DSCP < 0 || m.DSCP > 63 {
+			return bad("dscp %d outside 0..63", m.DSCP)
+		}
+	default:
+		return fmt.Errorf("%w: unknown type %q", errBadMessage, m.Type)
+	}
+	return nil
+}
+
+// mac proves knowledge of the shared secret for one challenge.
+func mac(secret string, nonce []byte) []byte {
+	h := hmac.New(sha256.New, []byte(secret))
+	h.Write(nonce)
+	return h.Sum(nil)
+}
+
+const tokenLen = 16
+
+// Probe packets are fixed-size binary UDP datagrams. The server fills in its
+// receive and send times (wall clock, Unix ns) and echoes the packet to its
+// source address; it answers only packets that carry the token of a live
+// session from that session's peer address, so it cannot be used as a
+// reflector by third parties.
+//
+//	0  magic "SQMP"      4  version(1) kind(1) pad(2)
+//	8  token (16)        24 seq (8)
+//	32 client send (8)   40 server receive (8)   48 server send (8)   = 56 bytes
+const (
+	probeLen      = 56
+	probeRequest  = 0
+	probeReply    = 1
+	probeMagic    = "SQMP"
+	probeVersion  = 1
+	offToken      = 8
+	offSeq        = 24
+	offClientSend = 32
+	offServerRecv = 40
+	offServerSend = 48
+)
+
+type probe struct {
+	kind       byte
+	token      [tokenLen]byte
+	seq        uint64
+	clientSend int64
+	serverRecv int64
+	serverSend int64
+}
+
+func (p *probe) marshal(b []byte) []byte {
+	b = b[:probeLen]
+	copy(b, probeMagic)
+	b[4] = probeVersion
+	b[5] = p.kind
+	b[6], b[7] = 0, 0
+	copy(b[offToken:], p.token[:])
+	binary.BigEndian.PutUint64(b[offSeq:], p.seq)
+	binary.BigEndian.PutUint64(b[offClientSend:], uint64(p.clientSend))
+	binary.BigEndian.PutUint64(b[offServerRecv:], uint64(p.serverRecv))
+	binary.BigEndian.PutUint64(b[offServerSend:], uint64(p.serverSend))
+	return b
+}
+
+func (p *probe) unmarshal(b []byte) error {
+	if len(b) != probeLen {
+		return fmt.Errorf("probe of %d bytes, want %d", len(b), probeLen)
+	}
+	if string(b[:4]) != probeMagic || b[4] != probeVersion {
+		return errors.New("probe with wrong magic or version")
+	}
+	if b[5] != probeRequest && b[5] != probeReply {
+		return fmt.Errorf("probe of unknown kind %d", b[5])
+	}
+	p.kind = b[5]
+	copy(p.token[:], b[offToken:])
+	p.seq = binary.BigEndian.Uint64(b[offSeq:])
+	p.clientSend = int64(binary.BigEndian.Uint64(b[offClientSend:]))
+	p.serverRecv = int64(binary.BigEndian.Uint64(b[offServerRecv:]))
+	p.serverSend = int64(binary.BigEndian.Uint64(b[offServerSend:]))
+	return nil
+}

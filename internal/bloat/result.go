@@ -1,0 +1,130 @@
+package bloat
+
+import (
+	"time"
+
+	"sqm/internal/stats"
+)
+
+// Mode is the shape of a test.
+type Mode string
+
+const (
+	// ModeRRUL is flent's Realtime Response Under Load: 4 downloads and 4
+	// uploads at once marked CS0, CS1, CS5 and EF, probes throughout, idle
+	// latency before and after.
+	ModeRRUL Mode = "rrul"
+	// ModeSpeedtest is betterspeedtest's shape: N download streams, then N
+	// upload streams, probes throughout.
+	ModeSpeedtest Mode = "speedtest"
+	// ModeIdle measures latency only.
+	ModeIdle Mode = "idle"
+)
+
+// ResultVersion is the version of the Result JSON layout. Fields are only
+// added within one version.
+const ResultVersion = 1
+
+// Result is one test run. It is exactly what `sqm test --json` prints; the
+// headline field names (download_mbps ... rpm) are fixed by the issue and
+// must not change.
+type Result struct {
+	FormatVersion int       `json:"format_version"`
+	Mode          Mode      `json:"mode"`
+	Server        string    `json:"server"` // address tested against, host:port
+	Start         time.Time `json:"start"`  // wall clock at t=0 of the time series
+	// Durations of the parts of the run, in seconds: idle lead and tail
+	// (each), load (each load phase), probe/sampling step, and the whole run.
+	IdleS  float64 `json:"idle_s"`
+	LoadS  float64 `json:"load_s"`
+	StepS  float64 `json:"step_s"`
+	TotalS float64 `json:"total_s"`
+
+	// Goodput over the load phases, all streams of a direction summed:
+	// bytes received by the client (download) or acknowledged by the server
+	// (upload), divided by the phase length.
+	DownloadMbps float64 `json:"download_mbps"`
+	UploadMbps   float64 `json:"upload_mbps"`
+	// Round-trip latency of all probe kinds pooled, idle (lead and tail)
+	// and loaded (during any load phase).
+	Idle   stats.Summary `json:"idle"`
+	Loaded stats.Summary `json:"loaded"`
+	// InducedMs is the loaded median minus the idle median.
+	InducedMs float64 `json:"induced_ms"`
+	Grade     string  `json:"grade"`    // DSLReports band of InducedMs
+	RPM       float64 `json:"rpm"`      // 60000 / loaded median RTT (ms)
+	RPMBand   string  `json:"rpm_band"` // Poor, Fair, Good, Excellent
+
+	Phases  []Phase        `json:"phases"`
+	Probes  []ProbeSummary `json:"probes"`
+	Streams []Stream       `json:"streams"`
+	Series  Series         `json:"series"`
+	Samples []Sample       `json:"samples"`
+	// Notes are things the user should know about the run, e.g. that ICMP
+	// probes were unavailable.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Phase is one stretch of the run with its own load.
+type Phase struct {
+	Name         string        `json:"name"` // idle-before, load, download, upload, idle-after, idle
+	StartS       float64       `json:"start_s"`
+	EndS         float64       `json:"end_s"`
+	DownloadMbps float64       `json:"download_mbps"`
+	UploadMbps   float64       `json:"upload_mbps"`
+	Latency      stats.Summary `json:"latency"`
+}
+
+// ProbeSummary is the latency of one probe kind.
+type ProbeSummary struct {
+	Kind   string        `json:"kind"` // udp-ef, udp-be, udp-bk, icmp
+	DSCP   int           `json:"dscp"`
+	Idle   stats.Summary `json:"idle"`
+	Loaded stats.Summary `json:"loaded"`
+	// Medians of the estimated one-way delays under load (UDP only). The
+	// clock offset is estimated from the fastest probe, assuming its path
+	// was symmetric, so these are estimates, not synchronized-clock OWDs.
+	LoadedOWDUpMs   float64 `json:"loaded_owd_up_median_ms,omitempty"`
+	LoadedOWDDownMs float64 `json:"loaded_owd_down_median_ms,omitempty"`
+}
+
+// Stream is one TCP load stream.
+type Stream struct {
+	Dir    string  `json:"dir"`   // down or up
+	Label  string  `json:"label"` // BE, BK, CS5, EF
+	DSCP   int     `json:"dscp"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Bytes  int64   `json:"bytes"`
+	Mbps   float64 `json:"mbps"`
+	// MbpsSeries is the goodput in each step, aligned with Series.TS.
+	MbpsSeries []float64 `json:"mbps_series"`
+}
+
+// Series is the throughput over time, one value per step ending at TS[i].
+type Series struct {
+	TS           []float64 `json:"t_s"`
+	DownloadMbps []float64 `json:"download_mbps"`
+	UploadMbps   []float64 `json:"upload_mbps"`
+}
+
+// Sample is one latency probe.
+type Sample struct {
+	Kind      string  `json:"kind"`
+	Seq       uint64  `json:"seq"`
+	TS        float64 `json:"t_s"` // send time since Start
+	RTTMs     float64 `json:"rtt_ms"`
+	OWDUpMs   float64 `json:"owd_up_ms,omitempty"`
+	OWDDownMs float64 `json:"owd_down_ms,omitempty"`
+	Lost      bool    `json:"lost,omitempty"`
+}
+
+// Progress is reported once per step while a test runs.
+type Progress struct {
+	Phase        string
+	Elapsed      time.Duration
+	Total        time.Duration
+	DownloadMbps float64 // last step
+	UploadMbps   float64
+	LatencyMs    float64 // last answered probe; 0 before the first
+}
