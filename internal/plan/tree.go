@@ -196,6 +196,10 @@ type FqPie struct {
 	Quantum     uint32        `json:"quantum,omitempty"`
 	ECN         *bool         `json:"ecn,omitempty"`
 	MemoryLimit uint32        `json:"memory_limit,omitempty"`
+	Alpha       uint32        `json:"alpha,omitempty"`
+	Beta        uint32        `json:"beta,omitempty"`
+	ECNProb     uint32        `json:"ecn_prob,omitempty"` // percent
+	Bytemode    *bool         `json:"bytemode,omitempty"`
 }
 
 // SFQ options; zero means the kernel default.
