@@ -1,0 +1,232 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sqm/internal/config"
+	"sqm/internal/linkwatch"
+)
+
+// daemonRig runs a Daemon over a fake kernel with a JSON "config file" and
+// short timers, so the real select loop, debounce and polling are tested.
+type daemonRig struct {
+	t      *testing.T
+	k      *fakeKernel
+	svc    *Service
+	logs   *logBuf
+	cfg    string
+	events chan linkwatch.Event
+	hup    chan os.Signal
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func jsonLoad(path string) ([]config.Queue, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var qs []config.Queue
+	if err := json.Unmarshal(b, &qs); err != nil {
+		return nil, fmt.Errorf("%s:1: %w", path, err)
+	}
+	return qs, nil
+}
+
+func (r *daemonRig) writeConfig(qs ...config.Queue) {
+	b, _ := json.Marshal(qs)
+	r.writeRaw(string(b))
+}
+
+func (r *daemonRig) writeRaw(s string) {
+	tmp := r.cfg + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, r.cfg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func startDaemon(t *testing.T, k *fakeKernel, restore bool, qs ...config.Queue) *daemonRig {
+	t.Helper()
+	svc, lb := newService(t, k)
+	svc.Now = time.Now
+	r := &daemonRig{t: t, k: k, svc: svc, logs: lb, cfg: filepath.Join(t.TempDir(), "sqm.json"),
+		events: make(chan linkwatch.Event, 64), hup: make(chan os.Signal, 1), done: make(chan error, 1)}
+	r.writeConfig(qs...)
+	var mu sync.Mutex
+	d := &Daemon{
+		Svc: svc, ConfigPath: r.cfg, Load: jsonLoad,
+		Lock:   func() (func(), error) { mu.Lock(); return mu.Unlock, nil },
+		Events: r.events, Reload: r.hup,
+		Debounce: 100 * time.Millisecond, CheckEvery: 150 * time.Millisecond, PollEvery: 50 * time.Millisecond,
+		Restore: restore, Log: svc.Log,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+			t.Error("daemon did not stop within 5 s of cancel")
+		}
+	})
+	return r
+}
+
+// eventually polls cond for up to 3 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDaemonAppliesWhenInterfaceAppearsDebounced(t *testing.T) {
+	k := newFake("eth0")
+	r := startDaemon(t, k, true, queue("wan", "ppp0", 20000, 5000), queue("lan", "eth0", 1000, 1000))
+	eventually(t, "eth0 applied at start", func() bool { return k.count(k.applies, "eth0") == 1 })
+	if !strings.Contains(r.logs.String(), "waiting") {
+		t.Errorf("start did not log that ppp0 waits:\n%s", r.logs)
+	}
+	// PPPoE comes up: a burst of events (new link, flags, up) is one apply.
+	k.setLink("ppp0", true)
+	appeared := time.Now()
+	for i := 0; i < 10; i++ {
+		r.events <- linkwatch.Event{Name: "ppp0", Index: 9, Up: i > 5}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.events <- linkwatch.Event{Name: "unrelated0", Index: 10, Up: true}
+	eventually(t, "ppp0 applied", func() bool { return k.count(k.applies, "ppp0") >= 1 })
+	latency := time.Since(appeared)
+	time.Sleep(300 * time.Millisecond)
+	if n := k.count(k.applies, "ppp0"); n != 1 {
+		t.Errorf("%d applies for one burst of 10 events; want 1", n)
+	}
+	if latency < 100*time.Millisecond {
+		t.Errorf("applied after %v: before the 100ms debounce elapsed", latency)
+	}
+	t.Logf("applied %v after the interface appeared (debounce 100ms)", latency)
+
+	// It goes away: state and IFB are cleaned; it comes back: re-applied.
+	k.setLink("ppp0", false)
+	r.events <- linkwatch.Event{Name: "ppp0", Index: 9, Deleted: true}
+	eventually(t, "ppp0 state cleaned", func() bool { st, _ := r.svc.Store.Load("ppp0"); return st == nil })
+	k.setLink("ppp0", true)
+	r.events <- linkwatch.Event{Name: "ppp0", Index: 11, Up: true}
+	eventually(t, "ppp0 re-applied", func() bool { return k.count(k.applies, "ppp0") == 2 })
+}
+
+func TestDaemonReload(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	wan, lan := queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)
+	r := startDaemon(t, k, true, wan, lan)
+	eventually(t, "applied at start", func() bool { return k.count(k.applies, "eth0") == 1 && k.count(k.applies, "eth1") == 1 })
+
+	// A broken config on SIGHUP keeps the running shaping and says where.
+	r.writeRaw("{ this is not a config")
+	r.hup <- os.Interrupt
+	eventually(t, "error logged", func() bool { return strings.Contains(r.logs.String(), "config not reloaded") })
+	if !strings.Contains(r.logs.String(), r.cfg+":1") {
+		t.Errorf("error does not name file and line:\n%s", r.logs)
+	}
+	if _, ok := k.trees["eth0"]; !ok || k.count(k.removes, "eth0") != 0 {
+		t.Error("broken config removed shaping")
+	}
+
+	// A changed file (no signal: mtime poll) re-applies only what changed
+	// and removes the disabled section.
+	lan.Enabled = false
+	wan.Upload = 6000
+	r.writeConfig(wan, lan)
+	eventually(t, "reloaded", func() bool { return k.count(k.applies, "eth0") == 2 && k.count(k.removes, "eth1") == 1 })
+	st, _ := r.svc.Store.Load("eth0")
+	if st == nil || st.Queue.Upload != 6000 {
+		t.Errorf("state after reload: %+v", st)
+	}
+}
+
+func TestDaemonDrift(t *testing.T) {
+	tests := []struct {
+		name    string
+		restore bool
+	}{{"restore", true}, {"report only", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newFake("eth0")
+			r := startDaemon(t, k, tt.restore, queue("wan", "eth0", 20000, 5000))
+			eventually(t, "applied", func() bool { return k.count(k.applies, "eth0") == 1 })
+			k.tamper("eth0") // someone ran `tc qdisc replace dev eth0 root ...`
+			if tt.restore {
+				eventually(t, "restored", func() bool { return k.count(k.applies, "eth0") == 2 })
+				if k.count(k.forced, "eth0") != 1 {
+					t.Error("restore did not force over the foreign qdisc")
+				}
+				return
+			}
+			eventually(t, "drift reported", func() bool { return strings.Contains(r.logs.String(), "not restoring") })
+			time.Sleep(500 * time.Millisecond) // several check periods
+			if n := strings.Count(r.logs.String(), "not restoring"); n != 1 {
+				t.Errorf("drift reported %d times; want once per distinct difference", n)
+			}
+			if k.count(k.applies, "eth0") != 1 {
+				t.Error("report-only mode re-applied")
+			}
+		})
+	}
+}
+
+func TestDaemonQuietWhenIdle(t *testing.T) {
+	k := newFake("eth0")
+	r := startDaemon(t, k, true, queue("wan", "eth0", 20000, 5000))
+	eventually(t, "applied", func() bool { return k.count(k.applies, "eth0") == 1 })
+	time.Sleep(100 * time.Millisecond)
+	before := r.logs.String()
+	time.Sleep(600 * time.Millisecond) // ~4 drift checks, ~12 config polls
+	if after := r.logs.String(); after != before {
+		t.Errorf("daemon logged while nothing happened:\n%s", strings.TrimPrefix(after, before))
+	}
+}
+
+func TestDaemonStopOnExit(t *testing.T) {
+	k := newFake("eth0")
+	svc, _ := newService(t, k)
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	b, _ := json.Marshal([]config.Queue{queue("wan", "eth0", 1, 1)})
+	os.WriteFile(cfg, b, 0o600)
+	for _, stop := range []bool{false, true} {
+		d := &Daemon{Svc: svc, ConfigPath: cfg, Load: jsonLoad, StopOnExit: stop,
+			Lock: func() (func(), error) { return func() {}, nil }, CheckEvery: -1, PollEvery: -1}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := d.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, shaped := k.trees["eth0"]
+		if shaped == stop {
+			t.Errorf("StopOnExit=%v: shaped after exit = %v", stop, shaped)
+		}
+	}
+	// An unreadable config at start is fatal: nothing sensible to run.
+	d := &Daemon{Svc: svc, ConfigPath: "/nonexistent/sqm", Load: jsonLoad, Lock: func() (func(), error) { return func() {}, nil }}
+	if err := d.Run(context.Background()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Run with a missing config: %v; want ErrNotExist", err)
+	}
+}
