@@ -1,0 +1,342 @@
+// Command vmtest runs the project's TestVM* tests inside one qemu VM on
+// Debian's full kernel (see internal/vm), because the host kernel lacks
+// cake, fq_codel, netem, police and the other modules those tests need.
+//
+//	go run ./tools/vmtest [-run REGEX] [-timeout D] [PKG...]
+//
+// Each package whose test files declare a TestVM function is built as a
+// static test binary on the host; one VM boots and runs every binary in its
+// package directory (so testdata/ works) with -test.run '^TestVM' narrowed
+// by -run. Output is `go test -v` output plus an ok/FAIL line per package.
+// The exit status is 1 if a test fails, a binary crashes or the VM does not
+// boot, and 2 for bad usage.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sqm/internal/vm"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// pkg is one package with VM tests.
+type pkg struct {
+	ImportPath, Dir string
+	Files           []string // *_test.go files, absolute
+	Tests           []string // TestVM* functions found in the sources
+	Bin             string   // file name of the test binary in the work dir
+	Pattern         string   // -test.run pattern
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vmtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runRe := fs.String("run", "", "only run TestVM tests (and subtests) matching this `regex` too")
+	timeout := fs.Duration("timeout", 10*time.Minute, "per-package test timeout (-test.timeout)")
+	vmTimeout := fs.Duration("vmtimeout", 60*time.Minute, "timeout for the whole VM run")
+	keep := fs.Bool("keep", false, "keep the work directory with binaries and logs")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./tools/vmtest [-run REGEX] [-timeout D] [PKG...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	patterns := fs.Args()
+	if len(patterns) == 0 {
+		patterns = []string{"./..."}
+	}
+	topRe, subRe, err := splitRun(*runRe)
+	if err != nil {
+		fmt.Fprintf(stderr, "vmtest: -run %q: %v\n", *runRe, err)
+		return 2
+	}
+	start := time.Now()
+
+	pkgs, err := listPackages(ctx, patterns)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var selected []*pkg
+	for _, p := range pkgs {
+		if len(p.Tests) == 0 {
+			continue
+		}
+		selected = append(selected, p)
+	}
+	if len(selected) == 0 {
+		fmt.Fprintln(stdout, "vmtest: no package has TestVM tests; no VM booted")
+		return 0
+	}
+
+	work, err := os.MkdirTemp("", "sqm-vmtest-")
+	if err != nil {
+		fmt.Fprintf(stderr, "vmtest: %v\n", err)
+		return 1
+	}
+	if *keep {
+		fmt.Fprintf(stdout, "vmtest: work directory %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	buildStart := time.Now()
+	var torun []*pkg
+	failed := false
+	for _, p := range selected {
+		p.Bin = strings.NewReplacer("/", "_", ".", "_").Replace(p.ImportPath) + ".test"
+		if err := build(ctx, p, filepath.Join(work, p.Bin), stderr); err != nil {
+			fmt.Fprintf(stdout, "FAIL\t%s [build failed]\n", p.ImportPath)
+			failed = true
+			continue
+		}
+		names, err := listTests(ctx, filepath.Join(work, p.Bin))
+		if err != nil {
+			fmt.Fprintf(stdout, "FAIL\t%s [cannot list tests: %v]\n", p.ImportPath, err)
+			failed = true
+			continue
+		}
+		var keepNames []string
+		for _, n := range names {
+			if topRe == nil || topRe.MatchString(n) {
+				keepNames = append(keepNames, regexp.QuoteMeta(n))
+			}
+		}
+		if len(keepNames) == 0 {
+			fmt.Fprintf(stdout, "?   \t%s\t[no TestVM tests match -run]\n", p.ImportPath)
+			continue
+		}
+		p.Pattern = "^(" + strings.Join(keepNames, "|") + ")$"
+		if subRe != "" {
+			p.Pattern += "/" + subRe
+		}
+		torun = append(torun, p)
+	}
+	fmt.Fprintf(stdout, "vmtest: %d package(s) with TestVM tests to run, built in %s\n", len(torun), time.Since(buildStart).Round(time.Millisecond))
+	if len(torun) == 0 {
+		if failed {
+			return 1
+		}
+		return 0
+	}
+
+	script := runScript(torun, *timeout)
+	if err := os.WriteFile(filepath.Join(work, "run.sh"), []byte(script), 0o755); err != nil {
+		fmt.Fprintf(stderr, "vmtest: %v\n", err)
+		return 1
+	}
+	sum := &summarizer{w: stdout}
+	res, err := vm.Boot(ctx, vm.Config{
+		Command: []string{"/bin/sh", vm.GuestOutDir + "/run.sh"},
+		OutDir:  work,
+		Timeout: *vmTimeout,
+		Stdout:  sum,
+	})
+	sum.flush()
+	if err != nil {
+		fmt.Fprintf(stdout, "vmtest: %v\n", err)
+		failed = true
+	} else {
+		fmt.Fprintf(stdout, "vmtest: VM booted to first command in %s\n", res.Boot.Round(time.Millisecond))
+	}
+	// The rc files are the authority: a binary that crashed the VM or
+	// never ran has none.
+	for _, p := range torun {
+		b, err := os.ReadFile(filepath.Join(work, p.Bin+".rc"))
+		rc, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || perr != nil {
+			fmt.Fprintf(stdout, "FAIL\t%s [did not finish in the VM]\n", p.ImportPath)
+			failed = true
+		} else if rc != 0 {
+			failed = true
+		}
+	}
+	fmt.Fprintf(stdout, "vmtest: total %s (VM %s)\n", time.Since(start).Round(time.Millisecond), res.Total.Round(time.Millisecond))
+	if failed {
+		fmt.Fprintln(stdout, "FAIL")
+		return 1
+	}
+	fmt.Fprintln(stdout, "PASS")
+	return 0
+}
+
+// splitRun splits a go-test style -run pattern at its first top-level
+// slash: the first part selects top-level tests (checked here against the
+// TestVM list, since two regexes cannot be ANDed in one RE2 pattern), the
+// rest is handed to the test binary for subtests.
+func splitRun(s string) (*regexp.Regexp, string, error) {
+	if s == "" {
+		return nil, "", nil
+	}
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '/':
+			if depth == 0 {
+				re, err := regexp.Compile(s[:i])
+				return re, s[i+1:], err
+			}
+		}
+	}
+	re, err := regexp.Compile(s)
+	return re, "", err
+}
+
+var testVMRe = regexp.MustCompile(`(?m)^func (TestVM[A-Za-z0-9_]*)\(`)
+
+// listPackages asks go list for the packages and greps their test files
+// for TestVM functions, so packages without any are neither built nor run.
+func listPackages(ctx context.Context, patterns []string) ([]*pkg, error) {
+	args := append([]string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \" \"}} {{join .XTestGoFiles \" \"}}\t{{if .Error}}{{.Error}}{{end}}"}, patterns...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("vmtest: go list %s: %w", strings.Join(patterns, " "), err)
+	}
+	var pkgs []*pkg
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			continue
+		}
+		if f[3] != "" {
+			return nil, fmt.Errorf("vmtest: package %s: %s", f[0], f[3])
+		}
+		p := &pkg{ImportPath: f[0], Dir: f[1]}
+		for _, name := range strings.Fields(f[2]) {
+			path := filepath.Join(p.Dir, name)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("vmtest: %w", err)
+			}
+			p.Files = append(p.Files, path)
+			for _, m := range testVMRe.FindAllSubmatch(src, -1) {
+				p.Tests = append(p.Tests, string(m[1]))
+			}
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+}
+
+// build compiles a static test binary: the VM chroots into the host root,
+// but a static binary also runs without it.
+func build(ctx context.Context, p *pkg, out string, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, p.ImportPath)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	return cmd.Run()
+}
+
+// listTests asks the binary which TestVM tests it really has (the grep can
+// see functions behind build tags or in comments).
+func listTests(ctx context.Context, bin string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, bin, "-test.list", "^TestVM").Output()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range strings.Fields(string(out)) {
+		if strings.HasPrefix(l, "TestVM") {
+			names = append(names, l)
+		}
+	}
+	return names, nil
+}
+
+// Marker lines the in-VM script prints around each package.
+const (
+	markBegin = "=== vmtest begin "
+	markEnd   = "=== vmtest end "
+)
+
+// runScript is the shell script the VM runs: each binary in its package
+// directory, output to the console and a log, exit status to <bin>.rc.
+func runScript(pkgs []*pkg, timeout time.Duration) string {
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# generated by tools/vmtest\nO=" + vm.GuestOutDir + "\n")
+	for _, p := range pkgs {
+		fmt.Fprintf(&b, "echo %s\n", q(markBegin+p.ImportPath))
+		fmt.Fprintf(&b, "cd %s || { echo \"vmtest: no directory %s in the VM\"; echo 125 > $O/%s.rc; }\n", q(p.Dir), p.Dir, p.Bin)
+		b.WriteString("s=$(date +%s%N)\n")
+		fmt.Fprintf(&b, "{ $O/%s -test.v -test.run %s -test.timeout %s 2>&1; echo $? > $O/%s.rc; } | tee $O/%s.log\n",
+			p.Bin, q(p.Pattern), timeout, p.Bin, p.Bin)
+		fmt.Fprintf(&b, "echo \"%s%s $(cat $O/%s.rc) $(( ($(date +%%s%%N) - s) / 1000000 ))\"\n", markEnd, p.ImportPath, p.Bin)
+	}
+	return b.String()
+}
+
+// summarizer passes console output through and turns the script's end
+// markers into go test's "ok"/"FAIL" package lines.
+type summarizer struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (s *summarizer) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := strings.IndexByte(string(s.buf), '\n')
+		if i < 0 {
+			break
+		}
+		s.line(string(s.buf[:i]))
+		s.buf = s.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (s *summarizer) flush() {
+	if len(s.buf) > 0 {
+		s.line(string(s.buf))
+		s.buf = nil
+	}
+}
+
+func (s *summarizer) line(l string) {
+	switch {
+	case strings.HasPrefix(l, markBegin):
+		return
+	case strings.HasPrefix(l, markEnd):
+		f := strings.Fields(strings.TrimPrefix(l, markEnd))
+		if len(f) != 3 {
+			fmt.Fprintln(s.w, l)
+			return
+		}
+		ms, _ := strconv.Atoi(f[2])
+		status := "ok  "
+		if f[1] != "0" {
+			status = "FAIL"
+		}
+		fmt.Fprintf(s.w, "%s\t%s\t%.3fs\n", status, f[0], float64(ms)/1000)
+		return
+	}
+	fmt.Fprintln(s.w, l)
+}
