@@ -225,8 +225,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	c.start = time.Now()
 	c.phase.Store(plan[0].name)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The server sends nothing on the control connection after welcome; a
+	// read returning means it ended the session (shutdown, time limit).
+	ctlDone := make(chan struct{})
+	go func() {
+		defer close(ctlDone)
+		var b [1]byte
+		ctl.Read(b[:])
+		cancel(fmt.Errorf("test: server %s ended the session early (it may have shut down or hit its time limit)", addr))
+	}()
+	defer func() { ctl.Close(); <-ctlDone }()
 	var wg sync.WaitGroup
 	for i, k := range c.kinds {
 		wg.Add(2)
@@ -244,11 +254,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err == nil {
 		select {
 		case <-time.After(wait):
-		case <-ctx.Done():
-			err = ctx.Err()
+		case <-runCtx.Done():
+			err = context.Cause(runCtx)
 		}
+	} else {
+		err = context.Cause(runCtx)
 	}
-	cancel()
+	cancel(nil)
 	<-samplerDone
 	for _, k := range c.kinds {
 		k.conn.Close()

@@ -1,0 +1,126 @@
+package bloat
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+func TestMessageRoundTrip(t *testing.T) {
+	tok := bytes.Repeat([]byte{7}, tokenLen)
+	msgs := []*message{
+		{Type: msgHello, Version: 1, DurationMs: 70000, Streams: 8},
+		{Type: msgChallenge, Version: 1, Nonce: bytes.Repeat([]byte{1}, 32)},
+		{Type: msgAuth, MAC: mac("s", []byte("n"))},
+		{Type: msgAuth},
+		{Type: msgWelcome, Token: tok, MaxDurationMs: 1000, MaxStreams: 4},
+		{Type: msgError, Error: "busy"},
+		{Type: msgStream, Token: tok, Dir: DirUp, DSCP: 46},
+	}
+	for _, m := range msgs {
+		var buf bytes.Buffer
+		if err := writeMessage(&buf, m); err != nil {
+			t.Fatalf("write %s: %v", m.Type, err)
+		}
+		got, err := readMessage(&buf)
+		if err != nil {
+			t.Fatalf("read %s: %v", m.Type, err)
+		}
+		if got.Type != m.Type || got.DSCP != m.DSCP || !bytes.Equal(got.Token, m.Token) || got.DurationMs != m.DurationMs {
+			t.Errorf("round trip %+v → %+v", m, got)
+		}
+	}
+}
+
+func TestReadMessageRejects(t *testing.T) {
+	frame := func(body string) []byte {
+		b := make([]byte, 2+len(body))
+		binary.BigEndian.PutUint16(b, uint16(len(body)))
+		copy(b[2:], body)
+		return b
+	}
+	huge := make([]byte, 2)
+	binary.BigEndian.PutUint16(huge, 60000)
+	tests := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"empty", nil, "EOF"},
+		{"zero length", []byte{0, 0}, "outside"},
+		{"oversized", huge, "outside"},
+		{"truncated", frame(`{"type":"hello"}`)[:8], "message body"},
+		{"not json", frame(`hello`), "malformed"},
+		{"unknown type", frame(`{"type":"shell"}`), "unknown type"},
+		{"hello no duration", frame(`{"type":"hello","version":1}`), "duration"},
+		{"hello negative streams", frame(`{"type":"hello","duration_ms":5,"streams":-1}`), "streams"},
+		{"stream short token", frame(`{"type":"stream","token":"AAAA","dir":"down"}`), "token"},
+		{"stream bad dir", frame(`{"type":"stream","token":"AAAAAAAAAAAAAAAAAAAAAA==","dir":"sideways"}`), "direction"},
+		{"stream bad dscp", frame(`{"type":"stream","token":"AAAAAAAAAAAAAAAAAAAAAA==","dir":"up","dscp":64}`), "dscp"},
+		{"auth bad mac", frame(`{"type":"auth","mac":"AAAA"}`), "mac"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readMessage(bytes.NewReader(tt.in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("readMessage = %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestProbeRoundTrip(t *testing.T) {
+	p := probe{kind: probeReply, seq: 1<<40 + 3, clientSend: 12345, serverRecv: -1, serverSend: 1 << 62}
+	p.token[3] = 9
+	b := p.marshal(make([]byte, 100))
+	if len(b) != probeLen {
+		t.Fatalf("marshal: %d bytes", len(b))
+	}
+	var q probe
+	if err := q.unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	if q != p {
+		t.Errorf("round trip %+v → %+v", p, q)
+	}
+	for _, bad := range [][]byte{b[:probeLen-1], append(append([]byte{}, b...), 0), append([]byte("XQMP"), b[4:]...)} {
+		if err := q.unmarshal(bad); err == nil {
+			t.Errorf("unmarshal accepted %d bytes %q", len(bad), bad[:4])
+		}
+	}
+}
+
+// FuzzReadMessage checks that no input crashes the decoder, that it never
+// accepts a message that fails validation, and that accepted messages
+// survive a round trip.
+func FuzzReadMessage(f *testing.F) {
+	var buf bytes.Buffer
+	writeMessage(&buf, &message{Type: msgHello, Version: 1, DurationMs: 1000, Streams: 4})
+	f.Add(buf.Bytes())
+	buf.Reset()
+	writeMessage(&buf, &message{Type: msgStream, Token: make([]byte, tokenLen), Dir: DirDown})
+	f.Add(buf.Bytes())
+	f.Add([]byte{0, 5, '{', '}', 0, 0, 0})
+	f.Add([]byte{0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := readMessage(bytes.NewReader(b))
+		if err != nil {
+			if m != nil {
+				t.Fatal("message returned with error")
+			}
+			return
+		}
+		if verr := m.validate(); verr != nil {
+			t.Fatalf("accepted invalid message: %v", verr)
+		}
+		var out bytes.Buffer
+		if err := writeMessage(&out, m); err != nil && !strings.Contains(err.Error(), "limit") {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var p probe
+		if err := p.unmarshal(b); err == nil && len(b) != probeLen {
+			t.Fatal("probe of wrong size accepted")
+		}
+	})
+}
