@@ -24,12 +24,12 @@ var Recipes = []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "l
 
 // Constants from sqm-scripts (defaults.sh, functions.sh).
 const (
-	defaultLimit    = 1001      // LIMIT
-	defaultFlows    = 1024      // get_flows without AUTOFLOW
-	burstDurUS      = 1000      // SHAPER_BURST_DUR_US and SHAPER_QUANTUM_DUR_US
-	autoTargetConst = 13992000  // 33 ATM cells * 53 B * 8 bit * 1000, in us*kbit/s
-	minTargetUS     = 5000      // auto target floor
-	intervalBaseUS  = 95000     // auto interval = this + target
+	defaultLimit    = 1001     // LIMIT
+	defaultFlows    = 1024     // get_flows without AUTOFLOW
+	burstDurUS      = 1000     // SHAPER_BURST_DUR_US and SHAPER_QUANTUM_DUR_US
+	autoTargetConst = 13992000 // 33 ATM cells * 53 B * 8 bit * 1000, in us*kbit/s
+	minTargetUS     = 5000     // auto target floor
+	intervalBaseUS  = 95000    // auto interval = this + target
 	tbfLatency      = 300 * time.Millisecond
 	defaultStabMTU  = 2047
 	defaultStabTSz  = 512
@@ -113,6 +113,9 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 			b.note(fmt.Sprintf("%s always uses cake; qdisc %s is ignored", script, qdisc))
 		}
 		b.p.Qdisc = "cake"
+	}
+	if script == "simple" && b.p.Qdisc != "cake" && q.SquashDSCP && q.Download != 0 {
+		b.note("squash_dscp has no effect with simple and an HTB leaf: sqm does not rewrite DSCP in the firewall as sqm-scripts did")
 	}
 	if err := b.linkLayer(); err != nil {
 		return nil, err

@@ -281,6 +281,9 @@ func parseCake(c *Cake, toks []string) error {
 			return p.unknown(kw)
 		}
 	}
+	if c.Overhead != nil && (*c.Overhead < -64 || *c.Overhead > 256) {
+		return optsErrorf("cake overhead adds up to %d, outside cake's range -64..256; check the overhead keywords", *c.Overhead)
+	}
 	return nil
 }
 

@@ -144,6 +144,13 @@ func QdiscArgs(q *Qdisc) string {
 		a = append(a, fmt.Sprintf("stab mtu %d tsize %d mpu %d overhead %d linklayer %s", s.MTU, s.TSize, s.MPU, s.Overhead, s.LinkLayer))
 	}
 	a = append(a, q.Kind)
+	return strings.Join(append(a, OptionArgs(q)...), " ")
+}
+
+// OptionArgs renders a qdisc's kind-specific options as tc keywords.
+// Parsing them back (as iqdisc_opts would be) gives the same options.
+func OptionArgs(q *Qdisc) []string {
+	var a []string
 	add := func(f string, v ...any) { a = append(a, fmt.Sprintf(f, v...)) }
 	nz := func(kw string, v uint32) {
 		if v != 0 {
@@ -223,7 +230,7 @@ func QdiscArgs(q *Qdisc) string {
 	case q.Cake != nil:
 		a = append(a, CakeArgs(q.Cake)...)
 	}
-	return strings.Join(a, " ")
+	return a
 }
 
 // CakeArgs renders cake options as tc-cake keywords; parsing them back

@@ -1,7 +1,3 @@
-// Package plan turns one sqm queue section into the qdisc/class/filter tree
-// sqm will build, as plain values. It does no I/O: everything it needs from
-// the system (the interface MTU) comes in through Env, so every recipe can be
-// tested anywhere and compared with what the kernel reports back.
 package plan
 
 import (
@@ -43,6 +39,21 @@ func (h Handle) String() string {
 func (h Handle) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
 
 // Plan is the complete desired state for one shaped interface.
+//
+// Creation order (RenderShell writes it, kernel code must apply it so):
+//
+//  1. Egress tree on Interface: Qdiscs[0] (the root), then Classes in
+//     slice order (parents come first), then Qdiscs[1:] (leaves), then
+//     Filters in slice order.
+//  2. Ingress, shaped: create the IFB; build Shaper on it as in 1; add the
+//     ingress qdisc (handle ffff:, parent ingress) on Interface; set the
+//     IFB up; add the Hook filters last, so traffic is never redirected
+//     to an IFB that is not yet shaped and up.
+//  3. Ingress, policed (IFB empty, Shaper nil): add the ingress qdisc,
+//     then the Hook filters.
+//
+// Removal is the reverse: the ingress qdisc (which drops its filters),
+// then the IFB (which drops its tree), then the root qdisc.
 type Plan struct {
 	Interface string `json:"interface"`
 	Section   string `json:"section,omitempty"`

@@ -49,6 +49,10 @@ func splitNumber(s string) (float64, string, bool) {
 	return v, s[i:], true
 }
 
+// maxRateBits (1 Pbit/s) bounds rates far above any link while keeping
+// every accepted value exact in a float64.
+const maxRateBits = 1e15
+
 // parseRate reads a tc rate ("10mbit", "1.5gbit", "1000kbps") and returns
 // bits per second. A bare number is bits per second, as in tc.
 func parseRate(s string) (uint64, bool) {
@@ -70,7 +74,7 @@ func parseRate(s string) (uint64, bool) {
 		return 0, false
 	}
 	bits := v * scale
-	if bits >= math.MaxUint64/2 {
+	if bits >= maxRateBits {
 		return 0, false
 	}
 	return uint64(bits), true
