@@ -1,0 +1,113 @@
+// Package kernel applies an sqm plan (internal/plan) to the running kernel
+// over netlink, reads the result back and reports its counters.
+//
+// Writes go through florianl/go-tc (qdiscs, classes, u32 filters with
+// mirred) and jsimonetti/rtnetlink/v2 (IFB devices). Reads use our own dump
+// decoder on mdlayher/netlink, because go-tc's Stats2 decoding is wrong and
+// its strict decoder fails the whole dump on one qdisc kind it does not know.
+// Two encoders are ours as well: the stab size table (go-tc does not compute
+// it, and without it linklayer atm and MPU are silently ignored) and the
+// police action (go-tc cannot send the 1024-byte rate table act_police
+// requires).
+//
+// Nothing here forks tc or ip: sqm runs on routers where process start-up
+// dominates the time a reconfiguration takes.
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	tc "github.com/florianl/go-tc"
+	"github.com/florianl/go-tc/core"
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/plan"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrNoLink: the named network device does not exist.
+	ErrNoLink = errors.New("no such network device")
+	// ErrForeignQdisc: a qdisc (or IFB) sqm did not install is in the way.
+	ErrForeignQdisc = errors.New("interface has a qdisc sqm did not install")
+	// ErrNotSupported: the kernel lacks a qdisc, classifier or action the
+	// plan uses (module not loaded or not built).
+	ErrNotSupported = errors.New("not supported by this kernel")
+)
+
+// Conn is one netlink handle for traffic control and links, bound to the
+// network namespace of the thread that opened it. It is not safe for
+// concurrent use: callers serialise (the daemon owns one Conn).
+type Conn struct {
+	tc   *tc.Tc
+	rt   *rtnetlink.Conn
+	raw  *netlink.Conn
+	tick float64 // psched ticks per microsecond
+}
+
+// Open opens the netlink sockets in the caller's current network namespace.
+func Open() (*Conn, error) {
+	t, err := tc.Open(&tc.Config{})
+	if err != nil {
+		return nil, permHint(fmt.Errorf("kernel: open tc netlink socket: %w", err))
+	}
+	// The kernel's own explanation ("Specified qdisc kind is unknown") is
+	// the most useful part of most errors; without this it is dropped.
+	_ = t.SetOption(netlink.ExtendedAcknowledge, true)
+	rt, err := rtnetlink.Dial(nil)
+	if err != nil {
+		t.Close()
+		return nil, permHint(fmt.Errorf("kernel: open rtnetlink socket: %w", err))
+	}
+	raw, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+	if err != nil {
+		t.Close()
+		rt.Close()
+		return nil, permHint(fmt.Errorf("kernel: open netlink socket: %w", err))
+	}
+	_ = raw.SetOption(netlink.ExtendedAcknowledge, true)
+	// go-tc computes tbf's (legacy) rate table from its package clock.
+	if !core.IsClockInitialized() {
+		if err := core.InitializeClock(); err != nil {
+			core.SetClockParameters(1, ticksPerMicrosecond)
+		}
+	}
+	return &Conn{tc: t, rt: rt, raw: raw, tick: ticksPerMicrosecond}, nil
+}
+
+// Close releases the sockets.
+func (c *Conn) Close() error {
+	return errors.Join(c.tc.Close(), c.rt.Close(), c.raw.Close())
+}
+
+// Owned is what sqm created on one interface. It is saved in the state file
+// (JSON) and is all Remove needs; Plan lets a failed re-apply restore the
+// previous tree exactly.
+type Owned struct {
+	Interface    string      `json:"interface"`
+	Ifindex      int         `json:"ifindex"`
+	EgressRoot   bool        `json:"egress_root"`
+	EgressHandle plan.Handle `json:"egress_handle"`
+	Ingress      bool        `json:"ingress"`
+	IFB          string      `json:"ifb,omitempty"`
+	IFBIndex     int         `json:"ifb_index,omitempty"`
+	// Plan is the plan that produced this state. Apply uses it to rebuild
+	// the previous tree when a new one fails half-way.
+	Plan *plan.Plan `json:"plan,omitempty"`
+}
+
+// ApplyOptions changes how Apply treats what it finds.
+type ApplyOptions struct {
+	// Force replaces root and ingress qdiscs (and reuses an IFB) that sqm
+	// did not install. They cannot be restored if the apply then fails.
+	Force bool
+}
+
+// Result is what Apply did.
+type Result struct {
+	Owned   Owned `json:"owned"`
+	Changed bool  `json:"changed"`
+}

@@ -1,0 +1,125 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ifbTxQLen is the transmit queue length of the IFBs sqm creates: the
+// kernel's ifb default. A zero txqueuelen (what a zero LinkAttributes asks
+// for) makes the IFB come up with noqueue and breaks the redirect.
+const ifbTxQLen = 32
+
+// link is what sqm needs to know about a device.
+type link struct {
+	Name  string
+	Index int
+	MTU   int
+	Kind  string // "ifb", "veth", ... ("" if the kernel does not say)
+	Up    bool
+}
+
+// linkByName looks a device up; the error wraps ErrNoLink if it is absent.
+func (c *Conn) linkByName(name string) (*link, error) {
+	if name == "" {
+		return nil, fmt.Errorf("look up device: empty name: %w", ErrNoLink)
+	}
+	// An RTM_GETLINK by name avoids dumping every link on big routers.
+	msgs, err := c.rt.Execute(&rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{Name: name}},
+		unix.RTM_GETLINK, netlink.Request)
+	if err != nil {
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("device %q: %w", name, ErrNoLink)
+		}
+		return nil, fmt.Errorf("look up device %q: %w", name, err)
+	}
+	for _, m := range msgs {
+		lm, ok := m.(*rtnetlink.LinkMessage)
+		if !ok || lm.Attributes == nil || lm.Attributes.Name != name {
+			continue
+		}
+		l := &link{Name: name, Index: int(lm.Index), MTU: int(lm.Attributes.MTU), Up: lm.Flags&unix.IFF_UP != 0}
+		if lm.Attributes.Info != nil {
+			l.Kind = lm.Attributes.Info.Kind
+		}
+		return l, nil
+	}
+	return nil, fmt.Errorf("device %q: %w", name, ErrNoLink)
+}
+
+// LinkMTU returns the device's MTU; the error wraps ErrNoLink if it is
+// missing.
+func (c *Conn) LinkMTU(iface string) (int, error) {
+	l, err := c.linkByName(iface)
+	if err != nil {
+		return 0, err
+	}
+	return l.MTU, nil
+}
+
+// LinkExists reports whether the device exists.
+func (c *Conn) LinkExists(iface string) (bool, error) {
+	_, err := c.linkByName(iface)
+	if errors.Is(err, ErrNoLink) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// createIFB adds an IFB device, down.
+func (c *Conn) createIFB(name string) (*link, error) {
+	if len(name) > 15 {
+		return nil, fmt.Errorf("create ifb %q: name longer than 15 characters (IFNAMSIZ)", name)
+	}
+	q := uint32(ifbTxQLen)
+	err := c.rt.Link.New(&rtnetlink.LinkMessage{
+		Family: unix.AF_UNSPEC,
+		Attributes: &rtnetlink.LinkAttributes{
+			Name:       name,
+			TxQueueLen: &q,
+			Info:       &rtnetlink.LinkInfo{Kind: "ifb"},
+		},
+	})
+	if err != nil {
+		return nil, explain(fmt.Sprintf("create ifb %q", name), err,
+			"the ifb module is missing (OpenWrt: kmod-ifb)")
+	}
+	return c.linkByName(name)
+}
+
+// setUp sets a device administratively up.
+func (c *Conn) setUp(index int) error {
+	err := c.rt.Link.Set(&rtnetlink.LinkMessage{
+		Family: unix.AF_UNSPEC,
+		Index:  uint32(index),
+		Flags:  unix.IFF_UP,
+		Change: unix.IFF_UP,
+	})
+	if err != nil {
+		return explain(fmt.Sprintf("set device %d up", index), err, "")
+	}
+	return nil
+}
+
+// deleteLink deletes a device by name if it is there and of the expected
+// kind; a missing device is not an error.
+func (c *Conn) deleteLink(name, kind string) error {
+	l, err := c.linkByName(name)
+	if errors.Is(err, ErrNoLink) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if kind != "" && l.Kind != "" && l.Kind != kind {
+		return fmt.Errorf("delete device %q: it is a %s, not the %s sqm created; left alone", name, l.Kind, kind)
+	}
+	if err := c.rt.Link.Delete(uint32(l.Index)); err != nil && !errors.Is(err, unix.ENODEV) {
+		return explain(fmt.Sprintf("delete device %q", name), err, "")
+	}
+	return nil
+}
