@@ -1,6 +1,7 @@
 package service
 
 import (
+	"sqm/internal/kernel"
 	"sqm/internal/plan"
 )
 
@@ -19,25 +20,11 @@ type Kernel interface {
 	Matches(p *plan.Plan) (ok bool, diff string, err error)
 }
 
-// TEMPORARY: mirrors of internal/kernel's documented types until that
-// package is committed; then these become aliases (type Owned = kernel.Owned).
+var _ Kernel = (*kernel.Conn)(nil)
 
-// Owned is what sqm created on one interface.
-type Owned struct {
-	Interface    string      `json:"interface"`
-	Ifindex      int         `json:"ifindex"`
-	EgressRoot   bool        `json:"egress_root"`
-	EgressHandle plan.Handle `json:"egress_handle"`
-	Ingress      bool        `json:"ingress"`
-	IFB          string      `json:"ifb,omitempty"`
-	IFBIndex     int         `json:"ifb_index,omitempty"`
-}
-
-// ApplyOptions modify Apply.
-type ApplyOptions struct{ Force bool }
-
-// Result is what Apply did.
-type Result struct {
-	Owned   Owned
-	Changed bool
-}
+// The kernel's types, under the names the service uses.
+type (
+	Owned        = kernel.Owned
+	ApplyOptions = kernel.ApplyOptions
+	Result       = kernel.Result
+)

@@ -47,7 +47,9 @@ type State struct {
 	OwnedRec ownedRecord `json:"owned"`
 }
 
-// ownedRecord stores Owned with the handle as a number.
+// ownedRecord stores Owned with the handle as a number: plan.Handle
+// marshals as text ("1:") but has no UnmarshalText, and Owned.Plan would
+// not decode for the same reason (Service.Apply rebuilds it from Queue).
 type ownedRecord struct {
 	Interface    string `json:"interface"`
 	Ifindex      int    `json:"ifindex"`
