@@ -125,7 +125,13 @@ func compareTree(dev string, ops []op, cur *tree, ifb bool) []string {
 	}
 	for i := range cur.classes {
 		cl := &cur.classes[i]
-		k := fmt.Sprintf("class %s %s parent %s", cl.Kind, cl.Handle, cl.Parent)
+		parent := cl.Parent
+		if parent == plan.HandleRoot {
+			// The kernel reports a top class's parent as root; tc and
+			// the plan name the qdisc.
+			parent = plan.MakeHandle(cl.Handle.Major(), 0)
+		}
+		k := fmt.Sprintf("class %s %s parent %s", cl.Kind, cl.Handle, parent)
 		want, ok := wantC[k]
 		if !ok {
 			// Only htb classes are sqm's; mq and the like own theirs.
@@ -229,7 +235,7 @@ var optNames = map[string]map[uint16]string{
 	"codel": {1: "target_us", 2: "limit", 3: "interval_us", 4: "ecn", 5: "ce_threshold_us"},
 	"pie":   {1: "target_us", 2: "limit", 3: "tupdate_us", 4: "alpha", 5: "beta", 6: "ecn", 7: "bytemode"},
 	"fq_pie": {1: "limit", 2: "flows", 3: "target_us", 4: "tupdate_us", 5: "alpha", 6: "beta", 7: "quantum",
-		8: "memory_limit", 10: "ecn", 11: "bytemode"},
+		8: "memory_limit", 9: "ecn_prob", 10: "ecn", 11: "bytemode"},
 }
 
 // qdiscFacts decodes a dumped qdisc's options into the facts qdiscOp sets.

@@ -281,6 +281,12 @@ func qdiscOp(dev string, q *plan.Qdisc, tick float64) (op, error) {
 			set(&fp.TUpdate, "tupdate_us", us(x.TUpdate))
 			set(&fp.Quantum, "quantum", x.Quantum)
 			set(&fp.MemoryLimit, "memory_limit", x.MemoryLimit)
+			set(&fp.Alpha, "alpha", x.Alpha)
+			set(&fp.Beta, "beta", x.Beta)
+			set(&fp.EcnProb, "ecn_prob", x.ECNProb)
+			if fp.Bytemode = boolU32(x.Bytemode); fp.Bytemode != nil {
+				setFact(f, "bytemode", *fp.Bytemode)
+			}
 			if fp.Ecn = boolU32(x.ECN); fp.Ecn != nil {
 				setFact(f, "ecn", *fp.Ecn)
 			}

@@ -95,30 +95,30 @@ type CakeStats struct {
 // CakeTin is one tin of TCA_CAKE_STATS_TIN_STATS. Delays are microseconds,
 // ThresholdRate bytes/s.
 type CakeTin struct {
-	ThresholdRate      uint64 `json:"threshold_rate"`
-	TargetUS           uint32 `json:"target_us"`
-	IntervalUS         uint32 `json:"interval_us"`
-	PeakDelayUS        uint32 `json:"peak_delay_us"`
-	AvgDelayUS         uint32 `json:"avg_delay_us"`
-	BaseDelayUS        uint32 `json:"base_delay_us"`
-	SentPackets        uint32 `json:"sent_packets"`
-	SentBytes          uint64 `json:"sent_bytes"`
-	DroppedPackets     uint32 `json:"dropped_packets"`
-	DroppedBytes       uint64 `json:"dropped_bytes"`
-	ACKDropPackets     uint32 `json:"ack_drops"`
-	ACKDropBytes       uint64 `json:"ack_drop_bytes"`
-	ECNMarkedPackets   uint32 `json:"ecn_marks"`
-	ECNMarkedBytes     uint64 `json:"ecn_marked_bytes"`
-	BacklogPackets     uint32 `json:"backlog_packets"`
-	BacklogBytes       uint32 `json:"backlog_bytes"`
-	WayIndirectHits    uint32 `json:"way_indirect_hits"`
-	WayMisses          uint32 `json:"way_misses"`
-	WayCollisions      uint32 `json:"way_collisions"`
-	SparseFlows        uint32 `json:"sparse_flows"`
-	BulkFlows          uint32 `json:"bulk_flows"`
-	UnresponsiveFlows  uint32 `json:"unresponsive_flows"`
-	MaxSkbLen          uint32 `json:"max_skblen"`
-	FlowQuantum        uint32 `json:"flow_quantum"`
+	ThresholdRate     uint64 `json:"threshold_rate"`
+	TargetUS          uint32 `json:"target_us"`
+	IntervalUS        uint32 `json:"interval_us"`
+	PeakDelayUS       uint32 `json:"peak_delay_us"`
+	AvgDelayUS        uint32 `json:"avg_delay_us"`
+	BaseDelayUS       uint32 `json:"base_delay_us"`
+	SentPackets       uint32 `json:"sent_packets"`
+	SentBytes         uint64 `json:"sent_bytes"`
+	DroppedPackets    uint32 `json:"dropped_packets"`
+	DroppedBytes      uint64 `json:"dropped_bytes"`
+	ACKDropPackets    uint32 `json:"ack_drops"`
+	ACKDropBytes      uint64 `json:"ack_drop_bytes"`
+	ECNMarkedPackets  uint32 `json:"ecn_marks"`
+	ECNMarkedBytes    uint64 `json:"ecn_marked_bytes"`
+	BacklogPackets    uint32 `json:"backlog_packets"`
+	BacklogBytes      uint32 `json:"backlog_bytes"`
+	WayIndirectHits   uint32 `json:"way_indirect_hits"`
+	WayMisses         uint32 `json:"way_misses"`
+	WayCollisions     uint32 `json:"way_collisions"`
+	SparseFlows       uint32 `json:"sparse_flows"`
+	BulkFlows         uint32 `json:"bulk_flows"`
+	UnresponsiveFlows uint32 `json:"unresponsive_flows"`
+	MaxSkbLen         uint32 `json:"max_skblen"`
+	FlowQuantum       uint32 `json:"flow_quantum"`
 }
 
 // Status returns every qdisc and class on the devices with their counters.

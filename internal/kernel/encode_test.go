@@ -1,0 +1,161 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"sqm/internal/plan"
+)
+
+func TestCalcSizeTable(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        sizeSpec
+		wantNil   bool
+		want      sizeSpec // derived fields
+		wantTab   map[int]uint16
+		wantTSize int
+	}{
+		{
+			name:    "ethernet overhead only needs no table",
+			in:      sizeSpec{Overhead: 38, LinkLayer: linkLayerEthernet, MTU: 2047, TSize: 512},
+			wantNil: true,
+			want:    sizeSpec{Overhead: 38, LinkLayer: linkLayerEthernet},
+		},
+		{
+			// cell_log 2: 2047>>2 = 511 fits a 512-entry table; slot i
+			// covers (i+1)*4 bytes rounded up to 48-byte cells of 53.
+			name: "atm",
+			in:   sizeSpec{Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
+			want: sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
+			wantTab: map[int]uint16{0: 53, 11: 53, 12: 106, 23: 106, 24: 159, 511: 43 * 53},
+			wantTSize: 512,
+		},
+		{
+			name: "ethernet mpu 64",
+			in:   sizeSpec{Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64},
+			want: sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64, MTU: 2047, TSize: 512},
+			wantTab: map[int]uint16{0: 64, 15: 64, 16: 68, 511: 2048},
+			wantTSize: 512,
+		},
+		{
+			name: "large mtu needs size_log",
+			in:   sizeSpec{LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
+			want: sizeSpec{CellLog: 12, SizeLog: 3, CellAlign: -1, LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
+			wantTSize: 64,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.in
+			tab := calcSizeTable(&s)
+			if (tab == nil) != tt.wantNil {
+				t.Fatalf("table nil = %v, want %v", tab == nil, tt.wantNil)
+			}
+			if s != tt.want {
+				t.Errorf("spec = %+v, want %+v", s, tt.want)
+			}
+			if len(tab) != tt.wantTSize {
+				t.Errorf("len(table) = %d, want %d", len(tab), tt.wantTSize)
+			}
+			for i, v := range tt.wantTab {
+				if tab[i] != v {
+					t.Errorf("table[%d] = %d, want %d", i, tab[i], v)
+				}
+			}
+		})
+	}
+}
+
+func TestPoliceEncoding(t *testing.T) {
+	// 85000 kbit/s = 10625000 B/s; a 212500-byte bucket drains in 20 ms,
+	// 312500 ticks of 64 ns.
+	tbf, rtab, r64 := policeOptions(85000000, 212500, 1514, ticksPerMicrosecond)
+	if r64 != 0 {
+		t.Errorf("rate64 = %d, want 0 below 4 GB/s", r64)
+	}
+	if got := u32At(tbf, 12); got != 312500 {
+		t.Errorf("burst = %d ticks, want 312500", got)
+	}
+	if got := int32(u32At(tbf, 4)); got != tcActShot {
+		t.Errorf("action = %d, want TC_ACT_SHOT", got)
+	}
+	rs := decodeRateSpec(tbf[20:32])
+	// mtu 1514 >> 3 = 189 <= 255: cell_log 3.
+	if rs.Rate != 10625000 || rs.CellLog != 3 || rs.CellAlign != -1 || rs.LinkLayer != linkLayerEthernet {
+		t.Errorf("rate spec = %+v", rs)
+	}
+	if len(rtab) != 1024 {
+		t.Fatalf("rate table %d bytes, want 1024", len(rtab))
+	}
+	// Slot 0 is 8 bytes: 8/10625000 s = 0.753 us = 11 ticks (floor).
+	if got := binary.NativeEndian.Uint32(rtab); got != 11 {
+		t.Errorf("rtab[0] = %d, want 11", got)
+	}
+	// 50 Gbit/s needs RATE64.
+	_, _, r64 = policeOptions(50_000_000_000, 1<<20, 1514, ticksPerMicrosecond)
+	if r64 != 6_250_000_000 {
+		t.Errorf("rate64 = %d, want 6250000000", r64)
+	}
+}
+
+// TestFilterRoundTrip encodes planned filters as the kernel would dump
+// them and checks the description matches, so Matches cannot pass or fail
+// on an encoding mismatch.
+func TestFilterRoundTrip(t *testing.T) {
+	res := func(string) (int, error) { return 7, nil }
+	filters := []plan.Filter{
+		{Parent: plan.MakeHandle(1, 0), Prio: 10, Protocol: "ip", Kind: "u32", FlowID: plan.MakeHandle(1, 0x11),
+			U32: &plan.U32{Keys: []plan.U32Key{{Val: 0x00b80000, Mask: 0x00fc0000, Off: 0}}}},
+		{Parent: plan.MakeHandle(0xffff, 0), Prio: 10, Protocol: "all", Kind: "u32", FlowID: plan.MakeHandle(1, 1),
+			U32: &plan.U32{Keys: []plan.U32Key{{}}}, Actions: []plan.Action{{Mirred: &plan.Mirred{Device: "ifb4wan0"}}}},
+		{Parent: plan.MakeHandle(0xffff, 0), Prio: 10, Protocol: "all", Kind: "u32", FlowID: plan.MakeHandle(1, 1),
+			U32:     &plan.U32{Keys: []plan.U32Key{{}}},
+			Actions: []plan.Action{{Police: &plan.Police{RateBits: 85000000, Burst: 212500, MTU: 1514}}}},
+		{Parent: plan.MakeHandle(1, 0), Prio: 3, Protocol: "ppp_ses", Kind: "u32", FlowID: plan.MakeHandle(1, 0x13),
+			U32: &plan.U32{Keys: []plan.U32Key{{Val: 0x21, Mask: 0xffff, Off: 4}, {Val: 0x10000, Mask: 0xff0000, Off: 16}}}},
+	}
+	for i := range filters {
+		o, err := filterOp("wan0", &filters[i], ticksPerMicrosecond, res)
+		if err != nil {
+			t.Fatalf("filter %d: %v", i, err)
+		}
+		opts := o.rawOpts
+		if !o.useRaw {
+			// Encode the go-tc path's content the way the kernel dumps it.
+			var acts []byte
+			for j, a := range filters[i].Actions {
+				if a.Mirred != nil {
+					acts = append(acts, actionAttr(uint16(j+1), "mirred", attr(2, mirredParms(*(*o.obj.U32.Actions)[j].Mirred.Parms)))...)
+				}
+			}
+			opts = u32Options(filters[i].U32.Keys, filters[i].FlowID, acts)
+		}
+		dumped := object{Kind: "u32", Parent: filters[i].Parent, Info: o.info, Options: opts}
+		if got := filterDesc(&dumped); got != o.desc {
+			t.Errorf("filter %d: dumped %q, planned %q", i, got, o.desc)
+		}
+		if filters[i].Actions != nil && !strings.Contains(o.desc, "(") {
+			t.Errorf("filter %d: description %q lacks its action", i, o.desc)
+		}
+	}
+}
+
+// TestU32SelLayout pins the kernel's struct tc_u32_sel layout: 16 bytes of
+// header (offmask at byte 4) and 16 per key, mask then value, big-endian.
+func TestU32SelLayout(t *testing.T) {
+	b := u32Sel([]plan.U32Key{{Val: 0x00b80000, Mask: 0x00fc0000, Off: 4}})
+	if len(b) != 32 || b[0] != 1 || b[2] != 1 {
+		t.Fatalf("header = % x", b[:16])
+	}
+	if got := binary.BigEndian.Uint32(b[16:]); got != 0x00fc0000 {
+		t.Errorf("mask = %#x", got)
+	}
+	if got := binary.BigEndian.Uint32(b[20:]); got != 0x00b80000 {
+		t.Errorf("val = %#x", got)
+	}
+	if got := binary.NativeEndian.Uint32(b[24:]); got != 4 {
+		t.Errorf("off = %d", got)
+	}
+}

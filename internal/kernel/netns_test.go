@@ -1,0 +1,129 @@
+package kernel
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/jsimonetti/rtnetlink/v2/driver"
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/testutil"
+)
+
+// testNS is a network namespace owned by one locked OS thread; Do runs
+// functions on that thread (sockets opened there live in the namespace).
+// The namespace, and every device in it, vanishes when the test ends.
+type testNS struct {
+	fns  chan func()
+	done chan struct{}
+}
+
+func newTestNS(t testing.TB) *testNS {
+	t.Helper()
+	testutil.RequireRoot(t)
+	ns := &testNS{fns: make(chan func()), done: make(chan struct{})}
+	errc := make(chan error)
+	go func() {
+		// Never unlocked: the thread dies with the goroutine, so no other
+		// goroutine ever runs in this namespace.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare netns: %w", err)
+			return
+		}
+		errc <- nil
+		for {
+			select {
+			case fn := <-ns.fns:
+				fn()
+			case <-ns.done:
+				return
+			}
+		}
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(ns.done) })
+	return ns
+}
+
+// Do runs fn inside the namespace and waits for it.
+func (ns *testNS) Do(fn func()) {
+	ch := make(chan struct{})
+	ns.fns <- func() { defer close(ch); fn() }
+	<-ch
+}
+
+// open opens a Conn inside the namespace.
+func (ns *testNS) open(t testing.TB) *Conn {
+	t.Helper()
+	var c *Conn
+	var err error
+	ns.Do(func() { c, err = Open() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// veth creates a veth pair a<->b inside the namespace, both up.
+func (ns *testNS) veth(t testing.TB, a, b string) {
+	t.Helper()
+	var err error
+	ns.Do(func() {
+		var rt *rtnetlink.Conn
+		rt, err = rtnetlink.Dial(nil)
+		if err != nil {
+			return
+		}
+		defer rt.Close()
+		err = rt.Link.New(&rtnetlink.LinkMessage{
+			Family: unix.AF_UNSPEC,
+			Attributes: &rtnetlink.LinkAttributes{
+				Name: a,
+				Info: &rtnetlink.LinkInfo{Kind: "veth", Data: &driver.Veth{
+					PeerInfo: &rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{Name: b}},
+				}},
+			},
+		})
+		if err != nil {
+			return
+		}
+		links, lerr := rt.Link.List()
+		if lerr != nil {
+			err = lerr
+			return
+		}
+		for _, l := range links {
+			if l.Attributes.Name == a || l.Attributes.Name == b {
+				if err = rt.Link.Set(&rtnetlink.LinkMessage{Family: unix.AF_UNSPEC, Index: l.Index, Flags: unix.IFF_UP, Change: unix.IFF_UP}); err != nil {
+					return
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("create veth %s/%s: %v", a, b, err)
+	}
+}
+
+// sh runs a command inside the namespace (tests only: tc -s cross-checks).
+func (ns *testNS) sh(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	var out []byte
+	var err error
+	ns.Do(func() {
+		out, err = execCommand(name, args...)
+	})
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+var _ = os.Getpid
