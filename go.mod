@@ -6,6 +6,7 @@ require (
 	github.com/florianl/go-tc v0.4.8
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0
 	github.com/mdlayher/netlink v1.11.2
+	golang.org/x/image v0.48.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 )
