@@ -30,7 +30,7 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	if ok, _, err := c.Matches(p); err == nil && ok {
+	if ok, _, err := c.Matches(p); err == nil && ok && !prevWantsCleanup(p, prev) {
 		o := ownedFor(p, l.Index, prev)
 		if o.IFB != "" {
 			if il, err := c.linkByName(o.IFB); err == nil {
@@ -63,6 +63,19 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 		}
 	}
 	return &Result{Owned: o, Changed: true}, nil
+}
+
+// prevWantsCleanup reports whether prev holds something p no longer
+// wants (Matches looks only at what p wants).
+func prevWantsCleanup(p *plan.Plan, prev *Owned) bool {
+	if prev == nil {
+		return false
+	}
+	ifb := ""
+	if p.Ingress != nil {
+		ifb = p.Ingress.IFB
+	}
+	return (prev.EgressRoot && p.Egress == nil) || (prev.Ingress && p.Ingress == nil) || (prev.IFB != "" && prev.IFB != ifb)
 }
 
 func ownedFor(p *plan.Plan, ifindex int, prev *Owned) Owned {

@@ -26,23 +26,23 @@ func TestCalcSizeTable(t *testing.T) {
 		{
 			// cell_log 2: 2047>>2 = 511 fits a 512-entry table; slot i
 			// covers (i+1)*4 bytes rounded up to 48-byte cells of 53.
-			name: "atm",
-			in:   sizeSpec{Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
-			want: sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
-			wantTab: map[int]uint16{0: 53, 11: 53, 12: 106, 23: 106, 24: 159, 511: 43 * 53},
+			name:      "atm",
+			in:        sizeSpec{Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
+			want:      sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 44, LinkLayer: linkLayerATM, MTU: 2047, TSize: 512},
+			wantTab:   map[int]uint16{0: 53, 11: 53, 12: 106, 23: 106, 24: 159, 511: 43 * 53},
 			wantTSize: 512,
 		},
 		{
-			name: "ethernet mpu 64",
-			in:   sizeSpec{Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64},
-			want: sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64, MTU: 2047, TSize: 512},
-			wantTab: map[int]uint16{0: 64, 15: 64, 16: 68, 511: 2048},
+			name:      "ethernet mpu 64",
+			in:        sizeSpec{Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64},
+			want:      sizeSpec{CellLog: 2, CellAlign: -1, Overhead: 38, LinkLayer: linkLayerEthernet, MPU: 64, MTU: 2047, TSize: 512},
+			wantTab:   map[int]uint16{0: 64, 15: 64, 16: 68, 511: 2048},
 			wantTSize: 512,
 		},
 		{
-			name: "large mtu needs size_log",
-			in:   sizeSpec{LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
-			want: sizeSpec{CellLog: 12, SizeLog: 3, CellAlign: -1, LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
+			name:      "large mtu needs size_log",
+			in:        sizeSpec{LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
+			want:      sizeSpec{CellLog: 12, SizeLog: 3, CellAlign: -1, LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
 			wantTSize: 64,
 		},
 	}

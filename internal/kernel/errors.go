@@ -17,25 +17,34 @@ func explain(op string, err error, hint string) error {
 	if err == nil {
 		return nil
 	}
-	var msg string
-	var oe *netlink.OpError
-	if errors.As(err, &oe) && oe.Message != "" {
-		msg = oe.Message
-	}
 	detail := err.Error()
-	if msg != "" && !strings.Contains(detail, msg) {
-		detail += ": " + msg
+	var oe *netlink.OpError
+	if errors.As(err, &oe) {
+		detail = oe.Err.Error()
+		if oe.Message != "" {
+			detail += fmt.Sprintf(" (kernel: %q)", oe.Message)
+		}
 	}
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%s: %s: needs CAP_NET_ADMIN (run as root): %w", op, detail, err)
+		return &kernelError{fmt.Sprintf("%s: %s: needs CAP_NET_ADMIN (run as root)", op, detail), []error{err}}
 	case errors.Is(err, unix.ENODEV):
-		return fmt.Errorf("%s: %s: the device disappeared: %w", op, detail, errors.Join(ErrNoLink, err))
+		return &kernelError{fmt.Sprintf("%s: %s: the device disappeared", op, detail), []error{ErrNoLink, err}}
 	case hint != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP)):
-		return fmt.Errorf("%s: %s: %s: %w", op, detail, hint, errors.Join(ErrNotSupported, err))
+		return &kernelError{fmt.Sprintf("%s: %s: %s", op, detail, hint), []error{ErrNotSupported, err}}
 	}
-	return fmt.Errorf("%s: %s: %w", op, detail, err)
+	return &kernelError{fmt.Sprintf("%s: %s", op, detail), []error{err}}
 }
+
+// kernelError is a netlink failure explained; it unwraps to the sentinel
+// (ErrNotSupported, ErrNoLink) and the original error (errno, OpError).
+type kernelError struct {
+	msg  string
+	errs []error
+}
+
+func (e *kernelError) Error() string   { return e.msg }
+func (e *kernelError) Unwrap() []error { return e.errs }
 
 // permHint adds the privilege hint to socket-open failures.
 func permHint(err error) error {
