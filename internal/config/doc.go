@@ -1,0 +1,66 @@
+// Package config turns /etc/config/sqm into [Queue] values with every option
+// resolved as sqm-scripts' run.sh and defaults.sh resolve it, so the planner
+// and the service never look at raw strings or re-apply defaults. It reads
+// UCI through package uci and values through package units, and imports
+// nothing that talks to the kernel.
+//
+// # Options of `config queue` sections
+//
+//	option                          field          unset/empty       accepted values
+//	enabled                         Enabled        false             0, 1 (only 1 enables)
+//	interface                       Interface      "" (required*)    1..15 chars, no '/', ':', space
+//	download                        Download       14698             kbit/s, digits only, <= MaxKbit
+//	upload                          Upload         2302              kbit/s, digits only, <= MaxKbit
+//	qdisc                           Qdisc          fq_codel          [a-z0-9_]+ (any tc qdisc kind)
+//	script                          Script         "" (required*)    Scripts, with or without .qos
+//	squash_dscp                     SquashDSCP     true              0, 1
+//	squash_ingress                  SquashIngress  true              0, 1
+//	ingress_ecn                     IngressECN     true (ECN)        ECN, NOECN (also ecn, noecn)
+//	egress_ecn                      EgressECN      true (ECN)        ECN, NOECN (also ecn, noecn)
+//	ilimit, elimit                  ILimit, ELimit 0 (= 1001)        1..2^32-1 packets (bytes for bfifo)
+//	itarget, etarget                ITarget, ...   auto              auto/Auto/AUTO, default/Default/DEFAULT,
+//	                                                                 <number><unit>, unit s|sec|secs|ms|msec|msecs|us|usec|usecs
+//	iqdisc_opts, eqdisc_opts        *QdiscOpts     ""                free text (the planner parses it)
+//	linklayer                       LinkLayer      none              none, ethernet, atm, adsl (stored as atm)
+//	overhead                        Overhead       0                 integer >= -1500
+//	tcMTU                           StabMTU        2047              uint32
+//	tcTSIZE                         StabTSize      512               uint32
+//	tcMPU                           StabMPU        0                 uint32
+//	linklayer_adaptation_mechanism  LLAM           default           default, cake, htb_private, tc_stab
+//	debug_logging                   DebugLogging   false             0, 1
+//	verbosity                       Verbosity      5                 0, 1, 2, 5, 8, 10
+//
+// (*) required only in enabled sections: sqm-scripts never reads disabled ones.
+//
+// Accepted and ignored, as in sqm-scripts: qdisc_advanced,
+// qdisc_really_really_advanced, linklayer_advanced (LuCI gates), target
+// (exported but unused), shaper_burst and htb_quantum_function (read by old
+// releases). Any other option yields a [Warning]. Sections of other types
+// (such as the daemon's own `sqm` section) are ignored without warnings and
+// left in File.UCI for their owners.
+//
+// # Deliberate differences from sqm-scripts
+//
+//   - A malformed value is an error naming file:line, section and option,
+//     in every section, instead of being passed to tc (or to sh's test) and
+//     failing or being ignored at start time. The whole file is rejected so
+//     that a typo never silently leaves a link unshaped or half-shaped.
+//   - enabled, squash_*, debug_logging accept only 0 and 1 (sh's -eq would
+//     also take 01; squash_* anything but 1 meant 0).
+//   - script may be given without .qos; only the recipes sqm implements are
+//     accepted.
+//   - itarget/etarget accept fractions (2.5ms is 2500us; sqm-scripts would
+//     emit 2ms) and reject a number without a unit (sqm-scripts warned and
+//     used the qdisc default).
+//   - ingress_ecn/egress_ecn also accept lower-case ecn/noecn (sqm-scripts
+//     passed unknown words to tc verbatim, so these worked by accident);
+//     anything else is an error rather than a broken tc command line.
+//   - ilimit/elimit 0 is an error (sqm-scripts passed "limit 0" to tc).
+//   - download/upload must be plain digits up to MaxKbit (sh arithmetic
+//     would read a leading 0 as octal in places).
+//   - Two enabled sections on one interface: a warning; sqm-scripts started
+//     the first and skipped the second silently.
+//   - The environment overrides SQM_DEBUG and SQM_VERBOSITY_MAX, and the
+//     legacy ZERO_DSCP/SQUASH_DSCP variables, are not read here; they are
+//     not part of the file.
+package config
