@@ -94,6 +94,14 @@ func (ns *testNS) veth(t testing.TB, a, b string) {
 		if err != nil {
 			return
 		}
+		// No IPv6 autoconfiguration chatter (router solicitations, MLD)
+		// in counters the tests check.
+		for _, n := range []string{a, b} {
+			if werr := os.WriteFile("/proc/sys/net/ipv6/conf/"+n+"/disable_ipv6", []byte("1"), 0); werr != nil && !os.IsNotExist(werr) {
+				err = werr
+				return
+			}
+		}
 		links, lerr := rt.Link.List()
 		if lerr != nil {
 			err = lerr
@@ -126,4 +134,3 @@ func (ns *testNS) sh(t testing.TB, name string, args ...string) string {
 	return string(out)
 }
 
-var _ = os.Getpid
