@@ -155,110 +155,116 @@ func scriptDefaults() Queue {
 	}
 }
 
-// ignoredOptions are read by LuCI only (UI gates) or by nobody any more;
-// sqm-scripts accepts them silently and so do we.
-var ignoredOptions = map[string]string{
-	"qdisc_advanced":               "LuCI gate",
-	"qdisc_really_really_advanced": "LuCI gate",
-	"linklayer_advanced":           "LuCI gate",
-	"target":                       "exported by run.sh but read by no script",
-	"shaper_burst":                 "read by sqm-scripts before 1.1, no longer",
-	"htb_quantum_function":         "read by sqm-scripts before 1.1, no longer",
+// ignoredOption reports options that only LuCI reads (UI gates) or nobody
+// reads any more; sqm-scripts accepts them silently and so do we.
+func ignoredOption(name string) bool {
+	switch name {
+	case "qdisc_advanced", "qdisc_really_really_advanced", "linklayer_advanced": // LuCI gates
+		return true
+	case "target": // exported by run.sh, read by no script
+		return true
+	case "shaper_burst", "htb_quantum_function": // exported by old run.sh releases only
+		return true
+	}
+	return false
 }
 
 // setter parses one option value into q; it returns the message of an
 // OptionError, or "".
 type setter func(q *Queue, v string) string
 
-var setters = map[string]setter{
-	"enabled": func(q *Queue, v string) string {
-		return boolOpt(&q.Enabled, v, `"1" enables the section, "0" disables it (sqm-scripts starts a section only if enabled is 1)`)
-	},
-	"interface": func(q *Queue, v string) string {
-		if msg := checkIfName(v); msg != "" {
-			return msg
-		}
-		q.Interface = v
-		return ""
-	},
-	"download": func(q *Queue, v string) string { return kbitOpt(&q.Download, v, "download", "85000") },
-	"upload":   func(q *Queue, v string) string { return kbitOpt(&q.Upload, v, "upload", "10000") },
-	"qdisc": func(q *Queue, v string) string {
-		if !isQdiscName(v) {
-			return fmt.Sprintf("%q is not a qdisc name (lower-case letters, digits and _, e.g. cake or fq_codel)", v)
-		}
-		q.Qdisc = v
-		return ""
-	},
-	"script": func(q *Queue, v string) string {
-		s := strings.TrimSuffix(v, ".qos")
-		if !isScript(s) {
-			return fmt.Sprintf("unknown script %q; use one of %s (with or without .qos)", v, strings.Join(Scripts, ", "))
-		}
-		q.Script = s
-		return ""
-	},
-	"squash_dscp": func(q *Queue, v string) string {
-		return boolOpt(&q.SquashDSCP, v, `"1" washes DSCP marks of received packets, "0" keeps them`)
-	},
-	"squash_ingress": func(q *Queue, v string) string {
-		return boolOpt(&q.SquashIngress, v, `"1" ignores DSCP marks on ingress (one tier), "0" honours them`)
-	},
-	"ingress_ecn": func(q *Queue, v string) string { return ecnOpt(&q.IngressECN, v) },
-	"egress_ecn":  func(q *Queue, v string) string { return ecnOpt(&q.EgressECN, v) },
-	"ilimit":      func(q *Queue, v string) string { return limitOpt(&q.ILimit, v) },
-	"elimit":      func(q *Queue, v string) string { return limitOpt(&q.ELimit, v) },
-	"itarget":     func(q *Queue, v string) string { return targetOpt(&q.ITarget, v) },
-	"etarget":     func(q *Queue, v string) string { return targetOpt(&q.ETarget, v) },
-	"iqdisc_opts": func(q *Queue, v string) string { q.IQdiscOpts = v; return "" },
-	"eqdisc_opts": func(q *Queue, v string) string { q.EQdiscOpts = v; return "" },
-	"linklayer": func(q *Queue, v string) string {
-		switch v {
-		case "none", "ethernet", "atm":
-			q.LinkLayer = v
-		case "adsl": // tc's synonym for atm
-			q.LinkLayer = "atm"
-		default:
-			return fmt.Sprintf("unknown link layer %q; use none, ethernet or atm (adsl means atm)", v)
-		}
-		return ""
-	},
-	"overhead": func(q *Queue, v string) string {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < MinOverhead {
-			return fmt.Sprintf("%q is not a per-packet overhead in bytes (a whole number of at least %d, e.g. 34 or 44)", v, MinOverhead)
-		}
-		q.Overhead = int(n)
-		return ""
-	},
-	"tcMTU": func(q *Queue, v string) string {
-		return uint32Opt(&q.StabMTU, v, "a size-table MTU in bytes, e.g. 2047")
-	},
-	"tcTSIZE": func(q *Queue, v string) string {
-		return uint32Opt(&q.StabTSize, v, "a size-table size in cells, e.g. 512")
-	},
-	"tcMPU": func(q *Queue, v string) string {
-		return uint32Opt(&q.StabMPU, v, "a minimum packet size in bytes, e.g. 0 or 64")
-	},
-	"linklayer_adaptation_mechanism": func(q *Queue, v string) string {
-		switch v {
-		case "default", "cake", "htb_private", "tc_stab":
-			q.LLAM = v
+// setters returns the parser of every option sqm-scripts reads.
+func setters() map[string]setter {
+	return map[string]setter{
+		"enabled": func(q *Queue, v string) string {
+			return boolOpt(&q.Enabled, v, `"1" enables the section, "0" disables it (sqm-scripts starts a section only if enabled is 1)`)
+		},
+		"interface": func(q *Queue, v string) string {
+			if msg := checkIfName(v); msg != "" {
+				return msg
+			}
+			q.Interface = v
 			return ""
-		}
-		return fmt.Sprintf("unknown mechanism %q; use default, cake, htb_private or tc_stab", v)
-	},
-	"debug_logging": func(q *Queue, v string) string {
-		return boolOpt(&q.DebugLogging, v, `"1" writes start/stop debug logs, "0" does not`)
-	},
-	"verbosity": func(q *Queue, v string) string {
-		n, err := strconv.Atoi(v)
-		if err != nil || !isVerbosity(n) {
-			return fmt.Sprintf("%q is not a log level; use 0 (silent), 1 (error), 2 (warning), 5 (info), 8 (debug) or 10 (trace)", v)
-		}
-		q.Verbosity = n
-		return ""
-	},
+		},
+		"download": func(q *Queue, v string) string { return kbitOpt(&q.Download, v, "download", "85000") },
+		"upload":   func(q *Queue, v string) string { return kbitOpt(&q.Upload, v, "upload", "10000") },
+		"qdisc": func(q *Queue, v string) string {
+			if !isQdiscName(v) {
+				return fmt.Sprintf("%q is not a qdisc name (lower-case letters, digits and _, e.g. cake or fq_codel)", v)
+			}
+			q.Qdisc = v
+			return ""
+		},
+		"script": func(q *Queue, v string) string {
+			s := strings.TrimSuffix(v, ".qos")
+			if !isScript(s) {
+				return fmt.Sprintf("unknown script %q; use one of %s (with or without .qos)", v, strings.Join(Scripts(), ", "))
+			}
+			q.Script = s
+			return ""
+		},
+		"squash_dscp": func(q *Queue, v string) string {
+			return boolOpt(&q.SquashDSCP, v, `"1" washes DSCP marks of received packets, "0" keeps them`)
+		},
+		"squash_ingress": func(q *Queue, v string) string {
+			return boolOpt(&q.SquashIngress, v, `"1" ignores DSCP marks on ingress (one tier), "0" honours them`)
+		},
+		"ingress_ecn": func(q *Queue, v string) string { return ecnOpt(&q.IngressECN, v) },
+		"egress_ecn":  func(q *Queue, v string) string { return ecnOpt(&q.EgressECN, v) },
+		"ilimit":      func(q *Queue, v string) string { return limitOpt(&q.ILimit, v) },
+		"elimit":      func(q *Queue, v string) string { return limitOpt(&q.ELimit, v) },
+		"itarget":     func(q *Queue, v string) string { return targetOpt(&q.ITarget, v) },
+		"etarget":     func(q *Queue, v string) string { return targetOpt(&q.ETarget, v) },
+		"iqdisc_opts": func(q *Queue, v string) string { q.IQdiscOpts = v; return "" },
+		"eqdisc_opts": func(q *Queue, v string) string { q.EQdiscOpts = v; return "" },
+		"linklayer": func(q *Queue, v string) string {
+			switch v {
+			case "none", "ethernet", "atm":
+				q.LinkLayer = v
+			case "adsl": // tc's synonym for atm
+				q.LinkLayer = "atm"
+			default:
+				return fmt.Sprintf("unknown link layer %q; use none, ethernet or atm (adsl means atm)", v)
+			}
+			return ""
+		},
+		"overhead": func(q *Queue, v string) string {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < MinOverhead {
+				return fmt.Sprintf("%q is not a per-packet overhead in bytes (a whole number of at least %d, e.g. 34 or 44)", v, MinOverhead)
+			}
+			q.Overhead = int(n)
+			return ""
+		},
+		"tcMTU": func(q *Queue, v string) string {
+			return uint32Opt(&q.StabMTU, v, "a size-table MTU in bytes, e.g. 2047")
+		},
+		"tcTSIZE": func(q *Queue, v string) string {
+			return uint32Opt(&q.StabTSize, v, "a size-table size in cells, e.g. 512")
+		},
+		"tcMPU": func(q *Queue, v string) string {
+			return uint32Opt(&q.StabMPU, v, "a minimum packet size in bytes, e.g. 0 or 64")
+		},
+		"linklayer_adaptation_mechanism": func(q *Queue, v string) string {
+			switch v {
+			case "default", "cake", "htb_private", "tc_stab":
+				q.LLAM = v
+				return ""
+			}
+			return fmt.Sprintf("unknown mechanism %q; use default, cake, htb_private or tc_stab", v)
+		},
+		"debug_logging": func(q *Queue, v string) string {
+			return boolOpt(&q.DebugLogging, v, `"1" writes start/stop debug logs, "0" does not`)
+		},
+		"verbosity": func(q *Queue, v string) string {
+			n, err := strconv.Atoi(v)
+			if err != nil || !isVerbosity(n) {
+				return fmt.Sprintf("%q is not a log level; use 0 (silent), 1 (error), 2 (warning), 5 (info), 8 (debug) or 10 (trace)", v)
+			}
+			q.Verbosity = n
+			return ""
+		},
+	}
 }
 
 // parseQueue resolves one `config queue` section. Errors come back joined.
@@ -269,13 +275,14 @@ func parseQueue(file string, s *uci.Section) (Queue, []Warning, error) {
 	q.OptionPos = map[string]Position{}
 	var warns []Warning
 	var errs []error
+	set := setters()
 	for _, o := range s.Options {
 		pos := Position{File: file, Line: o.Line}
 		q.OptionPos[o.Name] = pos
-		if _, ok := ignoredOptions[o.Name]; ok {
+		if ignoredOption(o.Name) {
 			continue
 		}
-		set, ok := setters[o.Name]
+		parse, ok := set[o.Name]
 		if !ok {
 			warns = append(warns, Warning{Pos: pos, Section: q.Name, Option: o.Name,
 				Msg: fmt.Sprintf("unknown option %q is ignored (sqm-scripts does not read it; check the spelling)", o.Name)})
@@ -287,7 +294,7 @@ func parseQueue(file string, s *uci.Section) (Queue, []Warning, error) {
 		if v == "" {
 			continue // empty means unset: the script default stays
 		}
-		if msg := set(&q, v); msg != "" {
+		if msg := parse(&q, v); msg != "" {
 			errs = append(errs, &OptionError{Pos: pos, Section: q.Name, Option: o.Name, Msg: msg})
 		}
 	}

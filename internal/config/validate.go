@@ -7,9 +7,11 @@ import (
 	"strings"
 )
 
-// Scripts are the recipes sqm knows: the five sqm-scripts recipes and sqm's
+// Scripts returns the recipes sqm knows: the five sqm-scripts recipes and sqm's
 // own ingress policer ("police").
-var Scripts = []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
+func Scripts() []string {
+	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
+}
 
 // MinOverhead is the smallest per-packet overhead accepted (LuCI's limit).
 const MinOverhead = -1500
@@ -47,9 +49,9 @@ func (q *Queue) Validate() error {
 	}
 	switch s := strings.TrimSuffix(q.Script, ".qos"); {
 	case s == "":
-		add("script", "no script given; sqm-scripts refuses to start without one; use one of %s", strings.Join(Scripts, ", "))
+		add("script", "no script given; sqm-scripts refuses to start without one; use one of %s", strings.Join(Scripts(), ", "))
 	case !isScript(s):
-		add("script", "unknown script %q; use one of %s (with or without .qos)", q.Script, strings.Join(Scripts, ", "))
+		add("script", "unknown script %q; use one of %s (with or without .qos)", q.Script, strings.Join(Scripts(), ", "))
 	}
 	if !isQdiscName(q.Qdisc) {
 		add("qdisc", "%q is not a qdisc name (lower-case letters, digits and _, e.g. cake or fq_codel)", q.Qdisc)
@@ -121,7 +123,7 @@ func isQdiscName(s string) bool {
 	return true
 }
 
-func isScript(s string) bool { return slices.Contains(Scripts, s) }
+func isScript(s string) bool { return slices.Contains(Scripts(), s) }
 
 func isVerbosity(n int) bool {
 	switch n {
