@@ -1,0 +1,370 @@
+// Package features answers "does this kernel have qdisc/classifier/action
+// X?" by creating X for real on a veth pair inside a throwaway network
+// namespace. Kernel configs differ wildly (the CI host has no cake, an
+// OpenWrt router may lack kmod-sched-cake), and asking the kernel is the
+// only answer that cannot be wrong; a missing feature comes back as an
+// error naming the module and the OpenWrt package to install.
+//
+// Answers are cached per Prober, but only conclusive ones (present, or
+// missing with ENOENT/EOPNOTSUPP): a permission error or an odd failure is
+// returned and probed again next time.
+package features
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/florianl/go-tc"
+	"github.com/florianl/go-tc/core"
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/jsimonetti/rtnetlink/v2/driver"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Prober probes and caches. The zero value is not usable; use NewProber.
+// It is safe for concurrent use; probes run one at a time.
+type Prober struct {
+	mu    sync.Mutex
+	known map[Feature]error // conclusive answers: nil or *MissingError
+}
+
+// NewProber returns a Prober with an empty cache.
+func NewProber() *Prober { return &Prober{known: map[Feature]error{}} }
+
+// defaultProber backs the package-level functions. The kernel's feature
+// set is a fact about the whole process (modules only get added), so one
+// shared cache avoids re-probing from every caller; it holds no other state.
+// Tests that must not share answers use NewProber.
+var defaultProber = NewProber()
+
+// Qdisc reports whether qdisc kind is available; see Prober.Qdisc.
+func Qdisc(kind string) error { return defaultProber.Qdisc(kind) }
+
+// Classifier reports whether classifier kind is available.
+func Classifier(kind string) error { return defaultProber.Classifier(kind) }
+
+// Action reports whether action kind is available.
+func Action(kind string) error { return defaultProber.Action(kind) }
+
+// IFB reports whether IFB devices can be created.
+func IFB() error { return defaultProber.IFB() }
+
+// Qdisc returns nil if a qdisc of this kind can be created, a
+// *MissingError (errors.Is ErrNotAvailable) if the kernel lacks it, or
+// another error if the probe itself failed.
+func (p *Prober) Qdisc(kind string) error { return p.check(TypeQdisc, kind) }
+
+// Classifier is Qdisc for filter kinds (u32, matchall, flower, fw).
+func (p *Prober) Classifier(kind string) error { return p.check(TypeClassifier, kind) }
+
+// Action is Qdisc for action kinds (mirred, police, gact, skbedit, ctinfo).
+func (p *Prober) Action(kind string) error { return p.check(TypeAction, kind) }
+
+// IFB is Qdisc for the ifb link type.
+func (p *Prober) IFB() error { return p.check(TypeLink, "ifb") }
+
+// Check probes a list of features and joins the errors of those missing.
+func (p *Prober) Check(fs ...Feature) error {
+	var errs []error
+	for _, f := range fs {
+		if err := p.check(f.Type, f.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Prober) check(t Type, name string) error {
+	f, ok := Lookup(t, name)
+	if !ok {
+		return fmt.Errorf("features: unknown %s kind %q: the prober knows %s", t, name, strings.Join(namesOf(t), ", "))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err, ok := p.known[f]; ok {
+		return err
+	}
+	err := probe(f)
+	if err == nil || errors.Is(err, ErrNotAvailable) {
+		p.known[f] = err
+	}
+	return err
+}
+
+// probe runs one probe in a fresh network namespace.
+func probe(f Feature) error {
+	ns, err := newThrowawayNS()
+	if err != nil {
+		return classify(f, "create network namespace", err)
+	}
+	defer ns.Close()
+	return ns.probe(f)
+}
+
+// classify turns a kernel error into the package's error kinds.
+func classify(f Feature, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return &permissionError{Feature: f, Err: err}
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
+		return &MissingError{Feature: f, Err: err}
+	}
+	return fmt.Errorf("features: probe %s: %s: %w", f, op, err)
+}
+
+// throwawayNS is an unnamed network namespace that lives as long as its
+// file descriptor, holding a veth pair (veth0, veth1).
+type throwawayNS struct {
+	fd   int
+	rtnl *rtnetlink.Conn
+	tc   *tc.Tc
+	veth uint32 // ifindex of veth0
+	peer uint32 // ifindex of veth1
+}
+
+// newThrowawayNS makes the namespace on a locked OS thread that is
+// discarded afterwards (the goroutine exits still locked, so the runtime
+// kills the thread instead of reusing it in the wrong namespace).
+func newThrowawayNS() (*throwawayNS, error) {
+	type result struct {
+		fd  int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- result{-1, fmt.Errorf("unshare: %w", err)}
+			return
+		}
+		fd, err := unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			err = fmt.Errorf("open netns: %w", err)
+		}
+		ch <- result{fd, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return nil, r.err
+	}
+	ns := &throwawayNS{fd: r.fd}
+	var err error
+	if ns.rtnl, err = rtnetlink.Dial(&netlink.Config{NetNS: r.fd}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("rtnetlink: %w", err)
+	}
+	if ns.tc, err = tc.Open(&tc.Config{NetNS: r.fd}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("tc netlink: %w", err)
+	}
+	// Extended acks put the kernel's reason into errors ("Specified qdisc
+	// kind is unknown"); older kernels without them still work.
+	_ = ns.tc.SetOption(netlink.ExtendedAcknowledge, true)
+	if err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
+		Family: unix.AF_UNSPEC,
+		Attributes: &rtnetlink.LinkAttributes{
+			Name: "veth0",
+			Info: &rtnetlink.LinkInfo{Kind: "veth", Data: &driver.Veth{
+				PeerInfo: &rtnetlink.LinkMessage{Family: unix.AF_UNSPEC, Attributes: &rtnetlink.LinkAttributes{Name: "veth1"}},
+			}},
+		},
+	}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("create veth pair: %w", err)
+	}
+	for name, idx := range map[string]*uint32{"veth0": &ns.veth, "veth1": &ns.peer} {
+		links, err := ns.rtnl.Link.List()
+		if err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("list links: %w", err)
+		}
+		for _, l := range links {
+			if l.Attributes != nil && l.Attributes.Name == name {
+				*idx = l.Index
+			}
+		}
+		if *idx == 0 {
+			ns.Close()
+			return nil, fmt.Errorf("veth %s not found after creating it", name)
+		}
+	}
+	return ns, nil
+}
+
+func (ns *throwawayNS) Close() {
+	if ns.tc != nil {
+		ns.tc.Close()
+	}
+	if ns.rtnl != nil {
+		ns.rtnl.Close()
+	}
+	if ns.fd >= 0 {
+		unix.Close(ns.fd)
+	}
+}
+
+// addQdiscKindOnly sends RTM_NEWQDISC with TCA_KIND and no options, by
+// hand: the kernel then uses the qdisc's defaults.
+func (ns *throwawayNS) addQdiscKindOnly(m tc.Msg, kind string) error {
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: ns.fd})
+	if err != nil {
+		return fmt.Errorf("dial rtnetlink: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
+	hdr := make([]byte, 20) // struct tcmsg
+	hdr[0] = byte(m.Family)
+	binary.NativeEndian.PutUint32(hdr[4:], m.Ifindex)
+	binary.NativeEndian.PutUint32(hdr[8:], m.Handle)
+	binary.NativeEndian.PutUint32(hdr[12:], m.Parent)
+	binary.NativeEndian.PutUint32(hdr[16:], m.Info)
+	ae := netlink.NewAttributeEncoder()
+	ae.String(1 /* TCA_KIND */, kind)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = c.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  unix.RTM_NEWQDISC,
+			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
+		},
+		Data: append(hdr, attrs...),
+	})
+	return err
+}
+
+func u32p(v uint32) *uint32 { return &v }
+
+const (
+	handleRoot    = tc.HandleRoot
+	handleIngress = tc.HandleIngress // also clsact's parent
+	ethPAll       = 0x0300           // htons(ETH_P_ALL)
+	actOK         = 0                // TC_ACT_OK
+	actShot       = 2                // TC_ACT_SHOT
+	actPipe       = 3                // TC_ACT_PIPE
+	actStolen     = 4                // TC_ACT_STOLEN
+	egressRedir   = 1                // TCA_EGRESS_REDIR
+)
+
+// qdiscAttr returns a minimal valid configuration for each qdisc kind:
+// go-tc refuses empty options, and htb, tbf and netem need some.
+func qdiscAttr(kind string) (tc.Attribute, bool) {
+	a := tc.Attribute{Kind: kind}
+	switch kind {
+	case "htb":
+		a.Htb = &tc.Htb{Init: &tc.HtbGlob{Version: 3, Rate2Quantum: 10}}
+	case "tbf":
+		// go-tc computes tbf's rate table from the kernel's psched
+		// clock, which it reads into its own package state once.
+		if err := core.InitializeClock(); err != nil {
+			return a, false
+		}
+		burst := uint32(1600)
+		a.Tbf = &tc.Tbf{Parms: &tc.TbfQopt{Mtu: 1514, Limit: 10000, Rate: tc.RateSpec{Rate: 125000, Linklayer: 1}}, Burst: &burst}
+	case "cake":
+		a.Cake = &tc.Cake{BaseRate: new(uint64)}
+	case "fq_codel":
+		a.FqCodel = &tc.FqCodel{Limit: u32p(1000)}
+	case "codel":
+		a.Codel = &tc.Codel{Limit: u32p(1000)}
+	case "pie":
+		a.Pie = &tc.Pie{Limit: u32p(1000)}
+	case "fq_pie":
+		a.FqPie = &tc.FqPie{Limit: u32p(1000)}
+	case "sfq":
+		a.Sfq = &tc.Sfq{V0: tc.SfqQopt{Limit: 127}}
+	case "pfifo":
+		a.Pfifo = &tc.FifoOpt{Limit: 1000}
+	case "bfifo":
+		a.Bfifo = &tc.FifoOpt{Limit: 100000}
+	case "netem":
+		a.Netem = &tc.Netem{Qopt: tc.NetemQopt{Limit: 1000}}
+	case "ingress", "clsact":
+	default:
+		return a, false
+	}
+	return a, true
+}
+
+func (ns *throwawayNS) probe(f Feature) error {
+	switch f.Type {
+	case TypeQdisc:
+		attr, ok := qdiscAttr(f.Name)
+		if !ok {
+			return fmt.Errorf("features: no probe for qdisc %s", f.Name)
+		}
+		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Handle: core.BuildHandle(1, 0), Parent: handleRoot}
+		if f.Name == "ingress" || f.Name == "clsact" {
+			msg.Handle, msg.Parent = core.BuildHandle(0xFFFF, 0), handleIngress
+		}
+		if f.Name == "fq_pie" {
+			// go-tc v0.4.8 sends TCA_OPTIONS without NLA_F_NESTED, which
+			// fq_pie's strict parser rejects ("NLA_F_NESTED is
+			// missing"), and it refuses to send no options at all.
+			return classify(f, "add qdisc", ns.addQdiscKindOnly(msg, f.Name))
+		}
+		return classify(f, "add qdisc", ns.tc.Qdisc().Add(&tc.Object{Msg: msg, Attribute: attr}))
+
+	case TypeClassifier:
+		if err := ns.tc.Qdisc().Add(&tc.Object{
+			Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Handle: core.BuildHandle(0xFFFF, 0), Parent: handleIngress},
+			Attribute: tc.Attribute{Kind: "ingress"},
+		}); err != nil {
+			return fmt.Errorf("features: probe %s: needs an ingress qdisc to attach to, which failed: %w", f, err)
+		}
+		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Parent: core.BuildHandle(0xFFFF, 0), Info: 1<<16 | ethPAll}
+		attr := tc.Attribute{Kind: f.Name}
+		classID := u32p(core.BuildHandle(1, 1))
+		switch f.Name {
+		case "u32":
+			attr.U32 = &tc.U32{ClassID: classID, Sel: &tc.U32Sel{Flags: 1 /* TC_U32_TERMINAL */, NKeys: 1, Keys: []tc.U32Key{{}}}}
+		case "matchall":
+			attr.Matchall = &tc.Matchall{ClassID: classID}
+		case "flower":
+			attr.Flower = &tc.Flower{ClassID: classID}
+		case "fw":
+			msg.Handle = 1 // the fwmark to match
+			attr.Fw = &tc.Fw{ClassID: classID}
+		default:
+			return fmt.Errorf("features: no probe for classifier %s", f.Name)
+		}
+		return classify(f, "add filter", ns.tc.Filter().Add(&tc.Object{Msg: msg, Attribute: attr}))
+
+	case TypeAction:
+		a := &tc.Action{Kind: f.Name, Index: 1}
+		switch f.Name {
+		case "gact":
+			a.Gact = &tc.Gact{Parms: &tc.GactParms{Action: actOK}}
+		case "mirred":
+			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Action: actStolen, Eaction: egressRedir, IfIndex: ns.peer}}
+		case "police":
+			// A rate needs a 1024-byte rate table go-tc does not build
+			// (see go-libs.md); a police with only burst and mtu is
+			// enough to show that act_police exists.
+			a.Police = &tc.Police{Tbf: &tc.Policy{Action: actShot, Burst: 10000, Mtu: 2048}}
+		case "skbedit":
+			a.SkbEdit = &tc.SkbEdit{Parms: &tc.SkbEditParms{Action: actPipe}, Priority: u32p(1)}
+		case "ctinfo":
+			a.CtInfo = &tc.CtInfo{Act: &tc.CtInfoAct{Action: actPipe}, ParmsDscpMask: u32p(0xfc000000), ParmsDscpStateMask: u32p(0x01000000)}
+		default:
+			return fmt.Errorf("features: no probe for action %s", f.Name)
+		}
+		return classify(f, "add action", ns.tc.Actions().Add([]*tc.Action{a}))
+
+	case TypeLink:
+		err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
+			Family:     unix.AF_UNSPEC,
+			Attributes: &rtnetlink.LinkAttributes{Name: "probe0", Info: &rtnetlink.LinkInfo{Kind: f.Name}},
+		})
+		return classify(f, "add link", err)
+	}
+	return fmt.Errorf("features: no probe for %s", f)
+}
