@@ -52,7 +52,10 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 		if undoErr != nil {
 			return nil, fmt.Errorf("apply %s: %w; rollback incomplete: %v", p.Interface, err, undoErr)
 		}
-		return nil, fmt.Errorf("apply %s: %w (the interface was put back as it was)", p.Interface, err)
+		if errors.Is(err, ErrNoLink) {
+			return nil, fmt.Errorf("apply %s: %w (rolled back: nothing sqm created is left)", p.Interface, err)
+		}
+		return nil, fmt.Errorf("apply %s: %w (rolled back: the interface is as it was)", p.Interface, err)
 	}
 	o := ownedFor(p, l.Index, prev)
 	if p.Ingress != nil && p.Ingress.IFB != "" {
@@ -178,6 +181,7 @@ func (t *txn) run(cur *tree) error {
 			return err
 		}
 		t.ifbCreated, t.ifbIndex = true, l.Index
+		t.step("ifb")
 	}
 	if p.Egress != nil {
 		ops, err := treeOps(p.Egress, c.tick, t.resolve)
@@ -193,6 +197,7 @@ func (t *txn) run(cur *tree) error {
 		if err := c.runOps(ops, map[string]int{p.Egress.Device: idx}); err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
+		t.step("egress")
 	}
 	if in := p.Ingress; in != nil {
 		if in.Shaper != nil {
@@ -213,6 +218,7 @@ func (t *txn) run(cur *tree) error {
 			if err := c.runOps(ops, map[string]int{in.Shaper.Device: t.ifbIndex}); err != nil {
 				return fmt.Errorf("ingress shaper on %s: %w", in.Shaper.Device, err)
 			}
+			t.step("ifb-tree")
 		}
 		t.ingressDone = true
 		if r := cur.ingress(); r != nil {
@@ -265,6 +271,12 @@ func (t *txn) run(cur *tree) error {
 		}
 	}
 	return nil
+}
+
+func (t *txn) step(name string) {
+	if t.c.afterStep != nil {
+		t.c.afterStep(name)
+	}
 }
 
 // gone reports whether a delete failed because the object is already gone.

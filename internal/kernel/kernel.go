@@ -46,6 +46,9 @@ type Conn struct {
 	rt   *rtnetlink.Conn
 	raw  *netlink.Conn
 	tick float64 // psched ticks per microsecond
+	// afterStep, when set (tests only), runs after each Apply step, to
+	// inject failures such as the interface vanishing mid-apply.
+	afterStep func(step string)
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

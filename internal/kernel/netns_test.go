@@ -133,4 +133,3 @@ func (ns *testNS) sh(t testing.TB, name string, args ...string) string {
 	}
 	return string(out)
 }
-

@@ -35,9 +35,9 @@ func ipv4Packet(dscp uint8) []byte {
 		sum = sum&0xffff + sum>>16
 	}
 	binary.BigEndian.PutUint16(p[10:], ^uint16(sum))
-	binary.BigEndian.PutUint16(p[20:], 9)  // src port
-	binary.BigEndian.PutUint16(p[22:], 9)  // dst port (discard)
-	binary.BigEndian.PutUint16(p[24:], 8)  // udp length
+	binary.BigEndian.PutUint16(p[20:], 9) // src port
+	binary.BigEndian.PutUint16(p[22:], 9) // dst port (discard)
+	binary.BigEndian.PutUint16(p[24:], 8) // udp length
 	return p
 }
 

@@ -1,0 +1,36 @@
+package kernel
+
+import (
+	"testing"
+
+	"sqm/internal/plan"
+)
+
+// benchApplyRemove times plan.Build + Apply + Remove of a full
+// egress+ingress setup in one namespace.
+func benchApplyRemove(b *testing.B, script, qdisc string) {
+	_, c := setupNS(b)
+	q := queue(script, qdisc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := plan.Build(q, plan.Env{MTU: 1500})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := c.Apply(p, nil, ApplyOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Remove(&res.Owned); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApplyRemoveHost: simple.qos with pfifo leaves (htb, 3 tiers,
+// 40 u32 filters, IFB) on the host kernel.
+func BenchmarkApplyRemoveHost(b *testing.B) { benchApplyRemove(b, "simple", "pfifo") }
+
+// BenchmarkApplyRemoveHostSimplest: the smallest htb tree.
+func BenchmarkApplyRemoveHostSimplest(b *testing.B) { benchApplyRemove(b, "simplest", "pfifo") }
