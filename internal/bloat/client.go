@@ -335,8 +335,13 @@ func (c *client) handshake(ctl net.Conn, plan []plannedPhase) error {
 func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
 	for _, p := range plan {
 		c.phase.Store(p.name)
-		var active []*stream
-		for i := 0; i < p.down+p.up; i++ {
+		// Dial all of a phase's streams at once: dialled one after another,
+		// later handshakes would queue behind the first streams' load and
+		// start late (seen as 0.5 s late uploads behind a 20 Mbit/s htb).
+		n := p.down + p.up
+		opened := make([]*stream, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
 			dir, idx := DirDown, i
 			if i >= p.down {
 				dir, idx = DirUp, i-p.down
@@ -344,18 +349,40 @@ func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
 			label, dscp := "BE", DSCPCS0
 			if c.o.Mode == ModeRRUL {
 				label, dscp = rrulMarks[idx%4].label, rrulMarks[idx%4].dscp
-			} else if p.down+p.up > 1 {
+			} else if n > 1 {
 				label = fmt.Sprintf("BE%d", idx+1)
 			}
-			st, err := c.openStream(ctx, dir, label, dscp)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := c.openStream(ctx, dir, label, dscp)
+				if err != nil {
+					if ctx.Err() == nil {
+						c.note("%s stream %s could not start: %v", dir, label, err)
+					}
+					return
 				}
-				c.note("%s stream %s could not start: %v", dir, label, err)
-				continue
+				opened[i] = st
+			}()
+		}
+		wg.Wait()
+		var active []*stream
+		for _, st := range opened {
+			if st != nil {
+				active = append(active, st)
 			}
-			active = append(active, st)
+		}
+		c.mu.Lock()
+		c.streams = append(c.streams, active...) // in schedule order
+		for _, st := range active {
+			st.series = make([]float64, len(c.ticks))
+		}
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			for _, st := range active {
+				st.stop(time.Since(c.start))
+			}
+			return ctx.Err()
 		}
 		select {
 		case <-time.After(time.Until(c.start.Add(p.end))):
@@ -405,10 +432,6 @@ func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*
 		st.base, _ = bytesAcked(conn)
 	}
 	st.startT = time.Since(c.start)
-	c.mu.Lock()
-	st.series = make([]float64, len(c.ticks))
-	c.streams = append(c.streams, st)
-	c.mu.Unlock()
 	go func() {
 		defer close(st.done)
 		buf := make([]byte, loadChunk)
