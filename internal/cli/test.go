@@ -2,19 +2,172 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/plot"
+	"sqm/internal/report"
 )
 
-// TODO(owner of this command): replace this placeholder.
 func cmdTest() *command {
+	var (
+		mode      string
+		duration  time.Duration
+		idle      time.Duration
+		interval  time.Duration
+		streams   int
+		v4, v6    bool
+		secret    string
+		jsonOut   bool
+		flentFile string
+		plotFile  string
+		quiet     bool
+		noICMP    bool
+	)
 	return &command{
 		name:    "test",
-		summary: "(not built yet)",
-		usage:   "sqm test",
-		help:    "Not built yet.",
+		summary: "measure bufferbloat against an 'sqm server': goodput, latency idle and under load, grade",
+		usage:   "sqm test [--mode rrul|speedtest|idle] [--duration D] [--json] [--flent F.flent.gz] [--plot F.svg|F.png] HOST[:PORT]",
+		help: fmt.Sprintf(`Loads the path to an 'sqm server' (default port %d) and measures latency
+before, during and after the load, like flent's RRUL or betterspeedtest.
+
+Modes:
+  rrul       4 TCP downloads and 4 uploads at once, marked CS0, CS1, CS5, EF;
+             UDP probes (EF, BE, CS1) and ICMP echo throughout; idle latency
+             for --idle before and after the load (default)
+  speedtest  --streams downloads for --duration, then as many uploads
+  idle       latency only, for --duration (default 10s)
+
+The summary gives goodput, latency (min, 10th percentile, median, mean, 90th
+and 99th percentile, max, loss) idle and loaded, the induced latency, its
+DSLReports grade (A+ < 5 ms ... F >= 400 ms) and the responsiveness in RPM.
+ICMP needs root or net.ipv4.ping_group_range; without it the test goes on
+with UDP probes.
+
+Example:
+
+  $ sqm test --duration 30s --plot run.svg --flent run.flent.gz 192.0.2.7
+  $ flent -i run.flent.gz -p all_scaled -o run.png`, bloat.DefaultPort),
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&mode, "mode", "rrul", "test `shape`: rrul, speedtest or idle")
+			fs.DurationVar(&duration, "duration", 0, "length of each load phase (default 60s; idle mode: the whole run, default 10s)")
+			fs.DurationVar(&idle, "idle", 5*time.Second, "idle latency measured before and after the load")
+			fs.DurationVar(&interval, "interval", 200*time.Millisecond, "time between probes of each kind, and the throughput sampling step")
+			fs.IntVar(&streams, "streams", 5, "TCP streams per direction in speedtest mode")
+			fs.BoolVar(&v4, "4", false, "use IPv4 only")
+			fs.BoolVar(&v6, "6", false, "use IPv6 only")
+			fs.StringVar(&secret, "secret", "", "the server's shared secret")
+			fs.BoolVar(&jsonOut, "json", false, "print the result as JSON instead of text")
+			fs.StringVar(&flentFile, "flent", "", "also write the run as a flent data `file` (.flent.gz; rrul mode)")
+			fs.StringVar(&plotFile, "plot", "", "also draw the run to `file` (.svg or .png)")
+			fs.BoolVar(&quiet, "quiet", false, "no progress display")
+			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
+		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+			if len(args) != 1 {
+				return usageError("test needs exactly one server, HOST[:PORT]; got %d arguments", len(args))
+			}
+			o := bloat.Options{Addr: args[0], Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
+				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}
+			if idle == 0 {
+				o.Idle = -1
+			}
+			switch {
+			case v4 && v6:
+				return usageError("-4 and -6 exclude each other")
+			case v4:
+				o.Network = "tcp4"
+			case v6:
+				o.Network = "tcp6"
+			}
+			switch o.Mode {
+			case bloat.ModeRRUL, bloat.ModeSpeedtest, bloat.ModeIdle:
+			default:
+				return usageError("unknown --mode %q; use rrul, speedtest or idle", mode)
+			}
+			if flentFile != "" && o.Mode != bloat.ModeRRUL {
+				return usageError("--flent needs --mode rrul (flent's plots are for RRUL's series)")
+			}
+			if plotFile != "" {
+				if ext := strings.ToLower(plotFile); !strings.HasSuffix(ext, ".svg") && !strings.HasSuffix(ext, ".png") {
+					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
+				}
+			}
+			if streams < 1 || streams > 64 {
+				return usageError("--streams %d outside 1..64", streams)
+			}
+			if !quiet && isTerminal(env.Stdout) {
+				o.Progress = func(p bloat.Progress) {
+					fmt.Fprintf(env.Stdout, "\r\033[K%-11s %5.1f/%.0fs  down %8.2f Mbit/s  up %8.2f Mbit/s  latency %7.2f ms",
+						p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.DownloadMbps, p.UploadMbps, p.LatencyMs)
+				}
+				defer fmt.Fprint(env.Stdout, "\r\033[K")
+			}
+			o.Logf = func(format string, a ...any) {
+				if !quiet {
+					fmt.Fprintf(env.Stderr, "\r\033[Ksqm test: "+format+"\n", a...)
+				}
+			}
+			res, err := bloat.Run(ctx, o)
+			if o.Progress != nil {
+				fmt.Fprint(env.Stdout, "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			if flentFile != "" {
+				if err := report.WriteFlentFile(flentFile, res); err != nil {
+					return err
+				}
+			}
+			if plotFile != "" {
+				if err := writePlot(plotFile, res); err != nil {
+					return err
+				}
+			}
+			if jsonOut {
+				return report.JSON(env.Stdout, res)
+			}
+			if err := report.Text(env.Stdout, res); err != nil {
+				return err
+			}
+			for _, f := range []string{flentFile, plotFile} {
+				if f != "" {
+					fmt.Fprintf(env.Stdout, "\n  Wrote %s", f)
+				}
+			}
+			if flentFile != "" || plotFile != "" {
+				fmt.Fprintln(env.Stdout)
+			}
+			return nil
 		},
 	}
+}
+
+func writePlot(path string, r *bloat.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := plot.Write(f, path, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// isTerminal reports whether w is a character device (a terminal), where a
+// live progress line helps; pipes and files get only the result.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
