@@ -2,19 +2,268 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sqm/internal/lab"
+	"sqm/internal/vm"
 )
 
-// TODO(owner of this command): replace this placeholder.
+// labResultEnv names the file the lab writes its final output to when run
+// inside the VM by `sqm lab --vm`: the VM's console mixes stdout and stderr,
+// so the table or JSON comes back through the writable share instead.
+const labResultEnv = "SQM_LAB_RESULT"
+
 func cmdLab() *command {
 	return &command{
 		name:    "lab",
-		summary: "(not built yet)",
-		usage:   "sqm lab",
-		help:    "Not built yet.",
-		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+		summary: "emulated bloated link in namespaces; measures it without and with sqm",
+		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
+			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
+			"               [--plot PREFIX] [--json] [--vm]",
+		help: `Builds client -- router -- isp -- server network namespaces joined by veth
+pairs. The isp namespace plays a bloated modem: netem with the line rate, half
+the base RTT as delay each way and a deep FIFO (--buffer packets). With
+--linklayer atm or ptm the emulated line charges ATM cells (53 bytes per 48)
+or PTM 64b/65b framing plus --overhead bytes per packet, so link-layer
+compensation can be seen to matter.
+
+It then runs 'sqm test' from client to server without shaping, shapes the
+router's WAN veth with sqm (default: piece_of_cake, cake at 90% of the
+emulated rates with the link's framing, or --config FILE's first enabled
+queue, or the shaping flags), measures again, and prints both side by side
+with the grade, RPM and the throughput given up. Everything it creates is
+named after its process id and removed on exit, Ctrl-C or error. Needs root.
+
+This machine's kernel may lack netem or cake; then the lab says which module
+is missing, and --vm runs the whole lab inside the project's qemu VM
+(Debian's kernel) instead: that is what 'make demo' does.
+
+Example:
+
+  $ sudo sqm lab --vm
+  $ sudo sqm lab --down 1mbit --up 1mbit --linklayer atm --overhead 44 --vm`,
+		flags: func(fs *flag.FlagSet) {
+			fs.String("down", "20mbit", "emulated `rate` towards the client (tc units: 20mbit, 900kbit)")
+			fs.String("up", "5mbit", "emulated `rate` towards the server")
+			fs.Duration("rtt", 20*time.Millisecond, "base round-trip `time` of the emulated line (half each way)")
+			fs.Uint("buffer", 1000, "modem FIFO length in `packets` (the bloat)")
+			fs.String("linklayer", "ethernet", "framing the emulated line charges: ethernet, atm or ptm")
+			fs.Int("overhead", -1, "per-packet overhead in `bytes` the line charges (-1: 14 ethernet, 44 atm, 30 ptm)")
+			fs.String("mode", "rrul", "test mode: rrul (both directions at once) or speedtest (one after the other)")
+			fs.Duration("duration", 20*time.Second, "load `time` of each test")
+			fs.String("config", "", "shape with the first enabled queue of this UCI `file` (its interface is replaced)")
+			fs.String("script", "piece_of_cake", "shaping: sqm-scripts recipe (simplest, simple, simplest_tbf, piece_of_cake, layer_cake)")
+			fs.String("qdisc", "cake", "shaping: leaf qdisc (cake, fq_codel, ...)")
+			fs.String("shape-down", "", "shaping: ingress `rate` (default 90% of --down)")
+			fs.String("shape-up", "", "shaping: egress `rate` (default 90% of --up)")
+			fs.String("shape-linklayer", "", "shaping: sqm linklayer none, ethernet or atm (default: the emulated link's)")
+			fs.Int("shape-overhead", -1, "shaping: overhead `bytes` (default: the emulated link's)")
+			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
+			fs.String("eqdisc-opts", "", "shaping: extra egress qdisc options (tc syntax)")
+			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg")
+			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
+			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
 		},
+		run: runLab,
 	}
+}
+
+func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+	if len(args) > 0 {
+		return usageError("lab takes no arguments, got %q", strings.Join(args, " "))
+	}
+	get := func(name string) flag.Getter { return fs.Lookup(name).Value.(flag.Getter) }
+	str := func(name string) string { return get(name).Get().(string) }
+	if get("vm").Get().(bool) {
+		return runLabInVM(ctx, env, fs)
+	}
+	opts, err := labOptions(fs, str)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	opts.Progress = func(phase string) {
+		fmt.Fprintf(env.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), phase)
+	}
+	rep, err := lab.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if p := str("plot"); p != "" {
+		if err := rep.WritePlots(p); err != nil {
+			return err
+		}
+		opts.Progress("wrote " + p + "-before.svg and " + p + "-after.svg")
+	}
+	out := env.Stdout
+	if f := env.Getenv(labResultEnv); f != "" {
+		fh, err := os.Create(f)
+		if err != nil {
+			return fmt.Errorf("lab: write result for the VM harness: %w", err)
+		}
+		defer fh.Close()
+		out = fh
+	}
+	if get("json").Get().(bool) {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(out)
+}
+
+// labOptions turns the flags into lab.Options, checking each value.
+func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) {
+	get := func(name string) any { return fs.Lookup(name).Value.(flag.Getter).Get() }
+	var o lab.Options
+	link := lab.DefaultLink()
+	var err error
+	if link.DownBits, err = lab.ParseRate(str("down")); err != nil {
+		return o, usageError("--down: %v", err)
+	}
+	if link.UpBits, err = lab.ParseRate(str("up")); err != nil {
+		return o, usageError("--up: %v", err)
+	}
+	link.RTT = get("rtt").(time.Duration)
+	link.Buffer = uint32(get("buffer").(uint))
+	link.LinkLayer = str("linklayer")
+	link.Overhead = get("overhead").(int)
+	if link, err = link.Resolve(); err != nil {
+		return o, usageError("%v", err)
+	}
+	o.Link = link
+	o.Mode = str("mode")
+	if o.Mode != "rrul" && o.Mode != "speedtest" {
+		return o, usageError("--mode %q: use rrul or speedtest", o.Mode)
+	}
+	o.Duration = get("duration").(time.Duration)
+	if o.Duration < 2*time.Second || o.Duration > 10*time.Minute {
+		return o, usageError("--duration %v: give 2s to 10m", o.Duration)
+	}
+	s := lab.Shaping{
+		ConfigFile: str("config"),
+		Script:     str("script"),
+		Qdisc:      str("qdisc"),
+		LinkLayer:  str("shape-linklayer"),
+		IQdiscOpts: str("iqdisc-opts"),
+		EQdiscOpts: str("eqdisc-opts"),
+	}
+	if v := get("shape-overhead").(int); v >= 0 {
+		s.Overhead = &v
+	}
+	if v := str("shape-down"); v != "" {
+		if s.DownBits, err = lab.ParseRate(v); err != nil {
+			return o, usageError("--shape-down: %v", err)
+		}
+	}
+	if v := str("shape-up"); v != "" {
+		if s.UpBits, err = lab.ParseRate(v); err != nil {
+			return o, usageError("--shape-up: %v", err)
+		}
+	}
+	if s.ConfigFile != "" {
+		conflict := ""
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "script", "qdisc", "shape-down", "shape-up", "shape-linklayer", "shape-overhead", "iqdisc-opts", "eqdisc-opts":
+				conflict = f.Name
+			}
+		})
+		if conflict != "" {
+			return o, usageError("--config and --%s both say how to shape: give one", conflict)
+		}
+	}
+	o.Shaping = s
+	return o, nil
+}
+
+// runLabInVM re-runs this binary inside the project's VM with the same flags
+// minus --vm. The binary and any --config file are copied into the VM's
+// writable share (host /tmp, where `go run` builds, is not visible inside),
+// and plots and the result come back through it.
+func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab --vm: find this binary to run it in the VM: %w", err)
+	}
+	share, err := os.MkdirTemp("", "sqm-lab-vm-")
+	if err != nil {
+		return fmt.Errorf("lab --vm: %w", err)
+	}
+	defer os.RemoveAll(share)
+	if err := copyFile(exe, filepath.Join(share, "sqm"), 0o755); err != nil {
+		return fmt.Errorf("lab --vm: copy the binary into the VM share: %w", err)
+	}
+	inner := []string{vm.GuestOutDir + "/sqm", "lab"}
+	var plot string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "vm":
+		case "plot":
+			plot = f.Value.String()
+			inner = append(inner, "--plot="+vm.GuestOutDir+"/plot")
+		case "config":
+			inner = append(inner, "--config="+vm.GuestOutDir+"/config")
+		default:
+			inner = append(inner, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	if f := fs.Lookup("config").Value.String(); f != "" {
+		if err := copyFile(f, filepath.Join(share, "config"), 0o644); err != nil {
+			return fmt.Errorf("lab --vm: copy --config into the VM share: %w", err)
+		}
+	}
+	d := fs.Lookup("duration").Value.(flag.Getter).Get().(time.Duration)
+	code, err := vm.Run(ctx, vm.Config{
+		Command: inner,
+		Env:     []string{labResultEnv + "=" + vm.GuestOutDir + "/result"},
+		OutDir:  share,
+		Stdout:  env.Stderr,
+		// Two tests of up to 2×d each (speedtest runs the directions one
+		// after the other) plus idle phases, setup and boot, under emulation.
+		Timeout: 6*d + 5*time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("lab --vm: %w", err)
+	}
+	if code != 0 {
+		return fmt.Errorf("lab --vm: the lab inside the VM failed (exit status %d); its output is above", code)
+	}
+	res, err := os.ReadFile(filepath.Join(share, "result"))
+	if err != nil {
+		return fmt.Errorf("lab --vm: the lab inside the VM left no result: %w", err)
+	}
+	if plot != "" {
+		for _, s := range []string{"-before.svg", "-after.svg"} {
+			if err := copyFile(filepath.Join(share, "plot"+s), plot+s, 0o644); err != nil {
+				return fmt.Errorf("lab --vm: fetch plot: %w", err)
+			}
+		}
+	}
+	_, err = env.Stdout.Write(res)
+	return err
+}
+
+func copyFile(from, to string, perm os.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

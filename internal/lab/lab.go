@@ -1,0 +1,158 @@
+// Package lab builds an emulated bloated broadband link out of network
+// namespaces on the local machine, measures it with the bufferbloat tester,
+// shapes it with sqm, and measures again: `sqm lab`, what `make demo` runs.
+//
+// Topology (README of the lab, §3):
+//
+//	client --lan-- router --wan-- isp --srv-- server
+//	10.77.1.2   .1 |      .1 10.77.2.2 |  .1  10.77.3.2
+//	               shaped by sqm       netem modem, both directions
+//
+// The isp namespace is the modem: netem on its two veths with the line rate,
+// half the base RTT as delay each way and a deep FIFO. That part is
+// lab-specific and configured here with go-tc directly; the shaping on the
+// router's WAN veth is exactly what `sqm apply` does (internal/plan and
+// internal/kernel). Measurement is internal/bloat, client in the client
+// namespace, server in the server namespace.
+//
+// Everything the lab creates lives in namespaces named after the process id
+// (and a random suffix), so two labs can run at once; deleting the
+// namespaces removes every veth and qdisc with them, which Run does on
+// return whatever happened (error, context cancelled by Ctrl-C).
+package lab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/plan"
+)
+
+// Options configure one lab run.
+type Options struct {
+	Link     Link          // the emulated line (resolved)
+	Mode     string        // "rrul" or "speedtest"
+	Duration time.Duration // load time of each test
+	// Idle is the tester's idle lead and tail; 0 means 3 s (enough probes
+	// for an idle median without stretching the run under emulation).
+	Idle    time.Duration
+	Shaping Shaping
+	// Progress, if set, is told each phase as it starts.
+	Progress func(phase string)
+}
+
+// Report is the outcome of one lab run; it marshals as `sqm lab --json`
+// prints it, Before and After being exactly `sqm test --json`'s object.
+type Report struct {
+	Before  *bloat.Result `json:"before"`
+	After   *bloat.Result `json:"after"`
+	Link    LinkReport    `json:"link"`
+	Shaping ShapingReport `json:"shaping"`
+}
+
+// LinkReport is the emulated line as the lab built it.
+type LinkReport struct {
+	Link
+	RTTMs float64 `json:"rtt_ms"`
+	// MaxGoodput*Mbps is the most full-size TCP segments can carry on the
+	// emulated line once its framing is paid: the yardstick for "throughput
+	// given up".
+	MaxGoodputDownMbps float64  `json:"max_goodput_down_mbps"`
+	MaxGoodputUpMbps   float64  `json:"max_goodput_up_mbps"`
+	Namespaces         []string `json:"namespaces"`
+}
+
+// ShapingReport is what sqm put on the router's WAN side for the "after" run.
+type ShapingReport struct {
+	Interface    string     `json:"interface"`
+	Script       string     `json:"script"`
+	Qdisc        string     `json:"qdisc"`
+	DownloadKbit uint64     `json:"download_kbit"`
+	UploadKbit   uint64     `json:"upload_kbit"`
+	LinkLayer    string     `json:"linklayer"`
+	Overhead     int        `json:"overhead"`
+	Source       string     `json:"source"` // "defaults", "flags" or the config file
+	Plan         *plan.Plan `json:"plan"`
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Run builds the lab, measures without and with shaping and tears it all
+// down. It needs root and a kernel with netem, the shaping qdisc and ifb; if
+// one is missing the error names the module.
+func Run(ctx context.Context, o Options) (rep *Report, err error) {
+	link, err := o.Link.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	o.Link = link
+	if o.Idle == 0 {
+		o.Idle = 3 * time.Second
+	}
+	q, src, err := o.Shaping.queue(link, wanDev)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKernel(q.Qdisc); err != nil {
+		return nil, err
+	}
+
+	o.progress("building namespaces client, router, isp, server")
+	t, err := newTopology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		o.progress("removing namespaces")
+		if cerr := t.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	down, up := link.Modems()
+	o.progress("emulating the modem: %s down / %s up, %v delay each way, %d-packet FIFO, %s framing",
+		FormatRate(link.DownBits), FormatRate(link.UpBits), down.Delay, link.Buffer, link.LinkLayer)
+	if err := t.modem(down, up); err != nil {
+		return nil, err
+	}
+	srv, err := t.startServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+
+	rep = &Report{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names()}}
+	eff := link.Efficiency()
+	rep.Link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
+	rep.Link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6
+
+	o.progress("measuring without SQM (%s, %v load)", o.Mode, o.Duration)
+	if rep.Before, err = t.measure(ctx, &o, "without SQM"); err != nil {
+		return nil, err
+	}
+
+	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
+	p, undo, err := t.shape(q)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := undo(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	rep.Shaping = ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
+		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
+		Source: src, Plan: p}
+
+	o.progress("measuring with SQM (%s, %v load)", o.Mode, o.Duration)
+	if rep.After, err = t.measure(ctx, &o, "with SQM"); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}

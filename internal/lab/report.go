@@ -1,0 +1,66 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"sqm/internal/bloat"
+	"sqm/internal/plot"
+)
+
+// SideOf reads one column of the table out of a tester result.
+func SideOf(r *bloat.Result) Side {
+	return Side{DownMbps: r.DownloadMbps, UpMbps: r.UploadMbps, Idle: r.Idle, Loaded: r.Loaded,
+		Grade: r.Grade, RPM: r.RPM}
+}
+
+// ShapingText is one line saying what the "after" run shaped with.
+func (s ShapingReport) Text() string {
+	ll := s.LinkLayer
+	if ll == "" || ll == "none" {
+		ll = "no link-layer compensation"
+	} else {
+		ll = fmt.Sprintf("linklayer %s overhead %d", ll, s.Overhead)
+	}
+	return fmt.Sprintf("sqm %s/%s on %s, %s down (ingress via IFB) / %s up, %s (from %s)",
+		s.Script, s.Qdisc, s.Interface, FormatRate(s.DownloadKbit*1000), FormatRate(s.UploadKbit*1000), ll, s.Source)
+}
+
+// WriteText prints the before/after table and what limits the comparison.
+func (r *Report) WriteText(w io.Writer) error {
+	if err := WriteTable(w, r.Link.Link, r.Shaping.Text(), SideOf(r.Before), SideOf(r.After)); err != nil {
+		return err
+	}
+	a := SideOf(r.After)
+	fmt.Fprintf(w, "Shaped goodput is %.0f%% / %.0f%% of the emulated line rate (at most %.0f%% fit through its framing)\n",
+		100*a.DownMbps*1e6/float64(r.Link.DownBits), 100*a.UpMbps*1e6/float64(r.Link.UpBits), 100*r.Link.Link.Efficiency())
+	var notes []string
+	for _, res := range []*bloat.Result{r.Before, r.After} {
+		notes = append(notes, res.Notes...)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "Notes:\n  %s\n", strings.Join(notes, "\n  "))
+	}
+	return nil
+}
+
+// WritePlots writes PREFIX-before.svg and PREFIX-after.svg, the tester's
+// plot of each run.
+func (r *Report) WritePlots(prefix string) error {
+	for _, p := range []struct {
+		name string
+		res  *bloat.Result
+	}{{prefix + "-before.svg", r.Before}, {prefix + "-after.svg", r.After}} {
+		var b bytes.Buffer
+		if err := plot.SVG(&b, p.res); err != nil {
+			return fmt.Errorf("lab: plot %s: %w", p.name, err)
+		}
+		if err := os.WriteFile(p.name, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("lab: write plot: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/florianl/go-tc"
+)
+
+// Addresses and device names inside the lab. Every namespace is private to
+// one lab run, so names and addresses only need to be unique within it;
+// the namespaces themselves carry the unique, pid-based names.
+const (
+	clientIP = "10.77.1.2"
+	serverIP = "10.77.3.2"
+
+	lanDev    = "lan0" // router, towards the client
+	wanDev    = "wan0" // router, towards the isp: the shaped interface
+	ispDown   = "dn0"  // isp, towards the router: the download netem
+	ispUp     = "up0"  // isp, towards the server: the upload netem
+	clientDev = "eth0" // client, towards the router
+	serverDev = "eth0" // server, towards the isp
+)
+
+// namespace is what the lab needs of a network namespace: run code inside
+// it and remove it.
+type namespace interface {
+	Name() string
+	Do(fn func() error) error
+	Close() error
+}
+
+// topology is the four namespaces of one lab run.
+type topology struct {
+	client, router, isp, server namespace
+}
+
+func (t *topology) all() []namespace {
+	return []namespace{t.client, t.router, t.isp, t.server}
+}
+
+func (t *topology) names() []string {
+	var s []string
+	for _, n := range t.all() {
+		if n != nil {
+			s = append(s, n.Name())
+		}
+	}
+	return s
+}
+
+// Close deletes the namespaces, and with them every veth, IFB and qdisc
+// the lab created.
+func (t *topology) Close() error {
+	var errs []error
+	for _, n := range t.all() {
+		if n != nil {
+			if err := n.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("lab: remove namespace %s: %w", n.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// modem installs the two netem directions in the isp namespace.
+func (t *topology) modem(down, up Modem) error {
+	return t.isp.Do(func() error {
+		conn, err := tc.Open(&tc.Config{})
+		if err != nil {
+			return fmt.Errorf("lab: open tc netlink socket in %s: %w", t.isp.Name(), err)
+		}
+		defer conn.Close()
+		for _, d := range []struct {
+			dev string
+			m   Modem
+		}{{ispDown, down}, {ispUp, up}} {
+			ifi, err := net.InterfaceByName(d.dev)
+			if err != nil {
+				return fmt.Errorf("lab: find %s in %s: %w", d.dev, t.isp.Name(), err)
+			}
+			if err := applyModem(conn, uint32(ifi.Index), d.m); err != nil {
+				return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,135 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/testutil"
+)
+
+// ourNetNSRefs counts file descriptors and threads of this process that
+// refer to a network namespace other than the process's own: after a lab
+// run there must be none, so the kernel has removed the lab's namespaces
+// (and their veths, IFBs and qdiscs).
+func ourNetNSRefs(t *testing.T, self string) int {
+	t.Helper()
+	n := 0
+	links, _ := filepath.Glob("/proc/self/fd/*")
+	tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+	for _, l := range append(links, tasks...) {
+		s, err := os.Readlink(l)
+		if err == nil && strings.HasPrefix(s, "net:[") && s != self {
+			t.Logf("%s -> %s", l, s)
+			n++
+		}
+	}
+	return n
+}
+
+// hostNetNS names the namespace the test starts in, read on a thread
+// locked for the purpose (any thread, before the lab entered a namespace).
+func hostNetNS(t *testing.T) string {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s, err := os.Readlink("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTopology builds the four namespaces on the host kernel (veth only, no
+// netem), runs a short real test through client -- router -- isp -- server
+// and checks that nothing is left afterwards.
+func TestTopology(t *testing.T) {
+	testutil.RequireRoot(t)
+	host := hostNetNS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topo, err := newTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(topo.names()); got != 4 {
+		t.Fatalf("names = %v", topo.names())
+	}
+	// Forwarding and routes: the client reaches the server through the
+	// router and the isp.
+	srv, err := topo.startServer(ctx)
+	if err != nil {
+		topo.Close()
+		t.Fatal(err)
+	}
+	o := &Options{Mode: "speedtest", Duration: 2 * time.Second, Idle: time.Second}
+	res, err := topo.measure(ctx, o, "plain")
+	srv.stop()
+	// Offloads: TSO must be off on the shaped veth.
+	var tso uint32 = 1
+	if derr := topo.router.Do(func() error {
+		var e error
+		tso, e = ethtoolGet(wanDev, 0x1e) // ETHTOOL_GTSO
+		return e
+	}); derr != nil {
+		t.Error(derr)
+	}
+	if cerr := topo.Close(); cerr != nil {
+		t.Error(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tso != 0 {
+		t.Errorf("TSO on %s = %d, want 0", wanDev, tso)
+	}
+	if res.DownloadMbps <= 0 || res.UploadMbps <= 0 || res.Loaded.Count == 0 {
+		t.Errorf("result through the topology: down %v up %v, %d loaded probes; want traffic both ways",
+			res.DownloadMbps, res.UploadMbps, res.Loaded.Count)
+	}
+	if n := ourNetNSRefs(t, host); n != 0 {
+		t.Errorf("after Close this process still holds %d references to lab namespaces", n)
+	}
+}
+
+// TestRunRefusesWithoutNetem checks the host kernel case: the lab names the
+// missing module and points at --vm before it builds anything.
+func TestRunRefusesWithoutNetem(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testutil.InVM() {
+		t.Skip("the VM kernel has netem")
+	}
+	host := hostNetNS(t)
+	_, err := Run(context.Background(), Options{Link: DefaultLink(), Mode: "speedtest", Duration: 2 * time.Second})
+	if err == nil {
+		t.Skip("this kernel has netem and cake; nothing to refuse")
+	}
+	for _, want := range []string{"netem", "sch_netem", "--vm"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if n := ourNetNSRefs(t, host); n != 0 {
+		t.Errorf("refused run left %d namespace references", n)
+	}
+}
+
+func ethtoolGet(dev string, cmd uint32) (uint32, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	v, err := ethtoolIoctl(fd, dev, cmd, 0)
+	if err != nil {
+		return 0, fmt.Errorf("ethtool %#x on %s: %w", cmd, dev, err)
+	}
+	return v, nil
+}
