@@ -24,16 +24,14 @@
 //
 // A `config` naming an existing section of the same type reopens it, so its
 // options merge (a different type is an error, as in strict libuci). A
-// repeated `option` replaces the earlier value and, as in libuci, moves the
-// option to the end; a `list` on a plain option turns it into a list that
-// starts with the old value. Anonymous sections are addressed as @type[i],
-// counting every section of that type in file order (negative i counts from
-// the end), as `uci get` does.
+// repeated `option` replaces the earlier value (or list) in place, as in
+// libuci; a `list` on a plain option turns it into a list that starts with
+// the old value. Anonymous sections are addressed as @type[i], counting every
+// section of that type in file order (negative i counts from the end), as
+// `uci get` does.
 //
 // # Deliberate differences from libuci
 //
-//   - White space after a trailing `;` is accepted (libuci reports an
-//     "invalid command" for `option a b;` at the end of a line).
 //   - NUL bytes are an error instead of silently ending the line.
 //   - Anonymous sections get no cfgXXXXXX name; use [Section.Ref].
 package uci
@@ -292,6 +290,9 @@ func (p *parser) parseLine() {
 			if w := strings.TrimRight(word, "\r\n"); w != word && strings.Contains(" p package c config o option l list ", " "+w+" ") {
 				p.errorf("%s without arguments", w)
 			}
+			if w := strings.TrimRight(word, "\r\n"); w == "" {
+				p.errorf("invalid command: nothing follows the ';' (remove it, or the space after it)")
+			}
 			p.errorf("invalid command %q; expected package, config, option or list", strings.TrimRight(word, "\r\n"))
 		}
 		if p.c() == 0 {
@@ -306,8 +307,9 @@ func (p *parser) parseLine() {
 		default:
 			p.parseOption(cmd == "list")
 		}
-		// Only a `;` leaves anything on the line; allow trailing space.
-		p.skipSpace()
+		// Only a `;` leaves anything on the line. libuci then reads the
+		// next command word up to a space or tab, so white space up to the
+		// newline (`option v 1 ; `) is an invalid command, as there.
 	}
 }
 
@@ -368,25 +370,21 @@ func (p *parser) parseOption(list bool) {
 		if value == "" {
 			return // uci_set with an empty value during import does nothing
 		}
+		o := &Option{Name: name, Line: line, Values: []Value{v}}
 		if idx >= 0 {
-			s.Options = append(s.Options[:idx], s.Options[idx+1:]...)
+			s.Options[idx] = o // libuci replaces the option in place
+		} else {
+			s.Options = append(s.Options, o)
 		}
-		s.Options = append(s.Options, &Option{Name: name, Line: line, Values: []Value{v}})
 		return
 	}
-	if idx >= 0 && s.Options[idx].IsList {
-		s.Options[idx].Values = append(s.Options[idx].Values, v)
+	if idx < 0 {
+		s.Options = append(s.Options, &Option{Name: name, Line: line, IsList: true, Values: []Value{v}})
 		return
 	}
-	o := &Option{Name: name, Line: line, IsList: true}
-	if idx >= 0 {
-		old := s.Options[idx]
-		o.Line = old.Line
-		o.Values = append(o.Values, old.Values...)
-		s.Options = append(s.Options[:idx], s.Options[idx+1:]...)
-	}
+	o := s.Options[idx]
+	o.IsList = true // a plain option becomes a list starting with its value
 	o.Values = append(o.Values, v)
-	s.Options = append(s.Options, o)
 }
 
 // nextArg reads one argument (next_arg). kind "name" and "package" check
@@ -434,16 +432,26 @@ func (p *parser) assertEOL() {
 }
 
 // parseStr reads one possibly quoted, possibly concatenated word.
+//
+// libuci unquotes in place and writes the terminating NUL where the output
+// ends. If the word ends at a `;` and nothing was unquoted (the output is
+// as long as the input), that NUL lands on the `;` itself and libuci drops
+// the rest of the line: `config q a; option v 1` has no option v, while
+// `config q 'a'; option v 1` and `config q a ; option v 1` have. We
+// reproduce that, since uci (and so LuCI and sqm-scripts) reads the file so.
 func (p *parser) parseStr() string {
 	var b []byte
 	next := true
+	shrunk := false // output shorter than input: a quote or backslash was consumed
 loop:
 	for {
 		switch c := p.c(); c {
 		case '\'':
 			b = p.parseSingle(b)
+			shrunk = true
 		case '"':
 			b = p.parseDouble(b)
+			shrunk = true
 		case '#':
 			p.pos = p.end // the comment runs to the end of the line
 			break loop
@@ -451,8 +459,12 @@ loop:
 			break loop
 		case ';':
 			next = false
+			if !shrunk {
+				p.pos = p.end // libuci's NUL overwrites the ';': the line ends here
+			}
 			break loop
 		case '\\':
+			shrunk = true
 			if p.backslash() {
 				b = append(b, p.c())
 				p.pos++

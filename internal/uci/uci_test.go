@@ -100,6 +100,9 @@ func strip(f *File) string {
 	return b.String()
 }
 
+// unset in TestParseValues means the option must not exist.
+const unset = "\x00unset"
+
 func TestParseValues(t *testing.T) {
 	tests := []struct {
 		name string
@@ -120,7 +123,9 @@ func TestParseValues(t *testing.T) {
 		{"backslash literal outside quotes", `config q a` + "\n" + `option v a\ b`, map[string]string{"a.v": "a b"}},
 		{"comment after value", "config q a\noption v x#y\n", map[string]string{"a.v": "x"}},
 		{"hash in quotes", "config q a\noption v 'x#y'\n", map[string]string{"a.v": "x#y"}},
-		{"semicolons", "config q a; option v 1; option w 2\n", map[string]string{"a.v": "1", "a.w": "2"}},
+		{"semicolons", "config q a ; option v 1 ; option w 2\n", map[string]string{"a.v": "1", "a.w": "2"}},
+		{"semicolons after quotes", "config q 'a'; option v '1'; option w 2\n", map[string]string{"a.v": "1", "a.w": "2"}},
+		{"semicolon right after a bare word ends the line", "config q a; option v 1\noption w 2; option x 3\n", map[string]string{"a.w": "2", "a.v": unset, "a.x": unset}},
 		{"semicolon in quotes", "config q a\noption v 'a;b'\n", map[string]string{"a.v": "a;b"}},
 		{"trailing semicolon", "config q a\noption v 1;  \n", map[string]string{"a.v": "1"}},
 		{"empty value is a no-op", "config q a\noption v 1\noption v ''\n", map[string]string{"a.v": "1"}},
@@ -152,6 +157,12 @@ func TestParseValues(t *testing.T) {
 					t.Fatalf("Lookup(%q) = nil; file:\n%s", ref, dump(f))
 				}
 				got, ok := s.Get(opt)
+				if want == unset {
+					if ok {
+						t.Errorf("%s = %q, want it unset", key, got)
+					}
+					continue
+				}
 				if !ok || got != want {
 					t.Errorf("%s = %q (set %v), want %q; file:\n%s", key, got, ok, want, dump(f))
 				}
@@ -184,8 +195,8 @@ func TestLines(t *testing.T) {
 	for _, o := range s.Options {
 		names = append(names, o.Name)
 	}
-	if got := strings.Join(names, ","); got != "l,b,a" {
-		t.Errorf("option order = %s, want l,b,a (a re-set moves to the end, as in libuci)", got)
+	if got := strings.Join(names, ","); got != "a,l,b" {
+		t.Errorf("option order = %s, want a,l,b (a re-set option keeps its place, as in libuci)", got)
 	}
 }
 
@@ -210,6 +221,7 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated single", "config q a\noption v 'abc\n\n", `f:3: unterminated ' quote opened at line 2 (end of file reached)`},
 		{"unterminated double", "config q a\noption v \"abc", `f:2: unterminated " quote opened at line 2 (end of file reached)`},
 		{"type change", "config q a\nconfig r a\n", `f:2: section "a" of type "q" is redefined with type "r" (first defined at line 1)`},
+		{"space after semicolon", "config q a\noption v 1 ;  \n", `f:2: invalid command: nothing follows the ';' (remove it, or the space after it)`},
 		{"nul byte", "config q a\noption v a\x00b\n", `f:2: NUL byte in file; UCI files are text`},
 	}
 	for _, tt := range tests {
