@@ -285,7 +285,9 @@ var offloadCmds = map[Offload][2]uint32{
 
 // DisableOffloads turns TSO, GSO and GRO off on link name. Shaping tests
 // need this: with them on, the kernel queues 64 KB super-packets and cake
-// or htb see a few huge packets instead of MTU-sized ones.
+// or htb see a few huge packets instead of MTU-sized ones. Call it before
+// Up: changing features of an up veth resets the link, and the first IPv6
+// packets after that wait about a second for neighbour discovery.
 func (n *NS) DisableOffloads(name string) error {
 	for _, o := range []Offload{TSO, GSO, GRO} {
 		if err := n.SetOffload(name, o, false); err != nil {

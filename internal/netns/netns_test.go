@@ -131,6 +131,18 @@ func TestTopology(t *testing.T) {
 	must(router.AddAddr("r1", "fd00:9:2::1/64"))
 	must(server.AddAddr("s0", "10.9.2.2/24"))
 	must(server.AddAddr("s0", "fd00:9:2::2/64"))
+	// Offloads off before the links go up: switching them on an up veth
+	// resets it and delays the first IPv6 packets by about a second.
+	for _, dev := range []string{"r0", "r1"} {
+		must(router.DisableOffloads(dev))
+		for _, o := range []Offload{TSO, GSO, GRO} {
+			on, err := router.OffloadOn(dev, o)
+			must(err)
+			if on {
+				t.Errorf("%s %s still on after DisableOffloads", dev, o)
+			}
+		}
+	}
 	must(client.Up("lo", "c0"))
 	must(router.Up("lo", "r0", "r1"))
 	must(server.Up("lo", "s0"))
@@ -145,16 +157,6 @@ func TestTopology(t *testing.T) {
 	must(client.AddRoute("default", "fd00:9:1::1", "c0"))
 	must(server.AddRoute("10.9.1.0/24", "10.9.2.1", "s0"))
 	must(server.AddRoute("fd00:9:1::/64", "fd00:9:2::1", ""))
-	for _, dev := range []string{"r0", "r1"} {
-		must(router.DisableOffloads(dev))
-		for _, o := range []Offload{TSO, GSO, GRO} {
-			on, err := router.OffloadOn(dev, o)
-			must(err)
-			if on {
-				t.Errorf("%s %s still on after DisableOffloads", dev, o)
-			}
-		}
-	}
 	if v, err := router.Sysctl("net.ipv4.ip_forward"); err != nil || v != "1" {
 		t.Errorf("router ip_forward = %q, %v", v, err)
 	}
