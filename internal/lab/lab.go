@@ -43,6 +43,14 @@ type Options struct {
 	Progress func(phase string)
 }
 
+// DefaultOptions is `sqm lab` with no flags: the README §3 testbed
+// measured the way that testbed was, 10 s of download then 10 s of upload
+// (speedtest mode). Sequential directions keep the upload free of the
+// download's ACKs, so shaped goodput is comparable with the line rate.
+func DefaultOptions() Options {
+	return Options{Link: DefaultLink(), Mode: "speedtest", Duration: 10 * time.Second}
+}
+
 // Report is the outcome of one lab run; it marshals as `sqm lab --json`
 // prints it, Before and After being exactly `sqm test --json`'s object.
 type Report struct {

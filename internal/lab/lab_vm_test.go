@@ -21,8 +21,9 @@ func TestVMLabDefault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
-	rep, err := Run(ctx, Options{Link: DefaultLink(), Mode: "speedtest", Duration: 10 * time.Second,
-		Progress: func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }})
+	o := DefaultOptions()
+	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
+	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

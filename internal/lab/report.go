@@ -9,12 +9,26 @@ import (
 
 	"sqm/internal/bloat"
 	"sqm/internal/plot"
+	"sqm/internal/stats"
 )
 
 // SideOf reads one column of the table out of a tester result.
+//
+// Idle latency is taken from the idle lead only, not the tester's pooled
+// lead and tail: on the bloated link the tail starts with seconds of queue
+// still draining out of the modem, which is not idle latency (it would
+// raise the baseline and hide part of the bloat). The grade is recomputed
+// from that baseline for the same reason; RPM does not depend on it.
 func SideOf(r *bloat.Result) Side {
-	return Side{DownMbps: r.DownloadMbps, UpMbps: r.UploadMbps, Idle: r.Idle, Loaded: r.Loaded,
+	s := Side{DownMbps: r.DownloadMbps, UpMbps: r.UploadMbps, Idle: r.Idle, Loaded: r.Loaded,
 		Grade: r.Grade, RPM: r.RPM}
+	for _, p := range r.Phases {
+		if p.Name == "idle-before" && p.Latency.Count > 0 {
+			s.Idle = p.Latency
+			s.Grade = stats.Grade(s.InducedMs(50))
+		}
+	}
+	return s
 }
 
 // ShapingText is one line saying what the "after" run shaped with.
