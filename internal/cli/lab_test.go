@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestLabFlags checks flag handling up to the point the lab would start
+// (bad input is refused with status 2 before anything is built).
+func TestLabFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{"bad rate", []string{"lab", "--down", "fast"}, 2, "--down"},
+		{"bad link layer", []string{"lab", "--linklayer", "docsis"}, 2, "ethernet, atm or ptm"},
+		{"bad mode", []string{"lab", "--mode", "flood"}, 2, "rrul or speedtest"},
+		{"config and flags", []string{"lab", "--config", "/etc/config/sqm", "--qdisc", "fq_codel"}, 2, "--config and --qdisc"},
+		{"short duration", []string{"lab", "--duration", "1s"}, 2, "--duration"},
+		{"arguments", []string{"lab", "eth0"}, 2, "no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, tt.args)
+			if code != tt.code || !strings.Contains(errb.String(), tt.wantErr) {
+				t.Errorf("sqm %s: status %d, stderr %q; want %d and %q", strings.Join(tt.args, " "), code, errb.String(), tt.code, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestLabHelp(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}, []string{"help", "lab"}); code != 0 {
+		t.Fatalf("help lab: status %d", code)
+	}
+	for _, want := range []string{"--vm", "--linklayer", "--plot", "piece_of_cake"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lab lacks %q", want)
+		}
+	}
+}
