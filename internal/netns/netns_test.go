@@ -109,6 +109,17 @@ func TestStartInside(t *testing.T) {
 // routes and forwarding, and moves TCP data end to end through the router.
 func TestTopology(t *testing.T) {
 	testutil.RequireRoot(t)
+	topology(t)
+}
+
+// TestVMTopology runs the same inside the VM, where the lab and the
+// measurement tests build their namespaces.
+func TestVMTopology(t *testing.T) {
+	testutil.RequireVM(t)
+	topology(t)
+}
+
+func topology(t *testing.T) {
 	client, router, server := NewT(t, "sqmc"), NewT(t, "sqmr"), NewT(t, "sqms")
 	must := func(err error) {
 		t.Helper()
