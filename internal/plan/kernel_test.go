@@ -151,15 +151,20 @@ func TestVMRenderShell(t *testing.T) {
 	var cases []kernelCase
 	for _, qd := range []string{"fq_codel", "codel", "pie", "fq_pie", "sfq"} {
 		cases = append(cases,
-			kernelCase{"simple " + qd + " 3-tier, opts", func(q *config.Queue) {
-				q.Qdisc, q.SquashIngress, q.EQdiscOpts = qd, false, sampleOpts[qd]
+			kernelCase{"simplest " + qd + ", opts", func(q *config.Queue) {
+				q.Script, q.Qdisc, q.EQdiscOpts, q.IQdiscOpts = "simplest", qd, sampleOpts[qd], sampleOpts[qd]
 			}},
 			kernelCase{"simplest_tbf " + qd + " htb_private", func(q *config.Queue) {
 				q.Script, q.Qdisc, q.LinkLayer, q.LLAM, q.Overhead = "simplest_tbf", qd, "atm", "htb_private", 44
 			}},
 		)
 	}
+	// One full simple.qos (about 100 u32 filters) is enough: under TCG
+	// each costs about a minute.
 	cases = append(cases,
+		kernelCase{"simple fq_codel 3-tier, opts", func(q *config.Queue) {
+			q.SquashIngress, q.EQdiscOpts = false, sampleOpts["fq_codel"]
+		}},
 		kernelCase{"piece_of_cake atm", func(q *config.Queue) {
 			q.Script, q.Qdisc, q.LinkLayer, q.Overhead, q.StabMPU, q.IQdiscOpts = "piece_of_cake", "cake", "atm", 44, 84, "dual-dsthost ingress"
 		}},
