@@ -2,19 +2,44 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+
+	"sqm/internal/service"
 )
 
-// TODO(owner of this command): replace this placeholder.
 func cmdReload() *command {
 	return &command{
 		name:    "reload",
-		summary: "(not built yet)",
-		usage:   "sqm reload",
-		help:    "Not built yet.",
+		summary: "apply only what changed in the config",
+		usage:   "sqm reload [--config FILE] [--state-dir DIR] [IFACE...]",
+		help: `Brings the kernel in line with the config file: new and changed sections
+are applied, unchanged ones are left alone (their counters keep counting),
+and the shaping of sections that were deleted or disabled is removed. A
+config that does not parse changes nothing. With a running daemon, send it
+SIGHUP instead (systemctl reload sqm, /etc/init.d/sqm reload).
+
+Example:
+
+  $ sqm reload
+  eth2: removed (section "guest"): section removed or disabled
+  eth1: unchanged (section "wan")`,
+		flags: func(fs *flag.FlagSet) {
+			configFlag(fs)
+			stateDirFlag(fs)
+		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+			qs, err := loadConfig(env, flagString(fs, "config"))
+			if err != nil {
+				return err
+			}
+			s, err := openSession(env, fs)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			outs, err := s.svc.Reload(qs, s.source, service.PrepareOptions{Ifaces: args})
+			printOutcomes(env.Stdout, outs)
+			return err
 		},
 	}
 }

@@ -2,19 +2,169 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"sqm/internal/config"
+	"sqm/internal/kernel"
+	"sqm/internal/plan"
+	"sqm/internal/service"
 )
 
-// TODO(owner of this command): replace this placeholder.
+// Defaults shared by the shaping commands.
+const (
+	defaultConfig   = "/etc/config/sqm"
+	defaultStateDir = "/run/sqm"
+	lockWait        = 10 * time.Second
+)
+
+// stateDirFlag registers --state-dir; the value is resolved by stateDir.
+func stateDirFlag(fs *flag.FlagSet) {
+	fs.String("state-dir", "", "directory for sqm's state and lock (default $SQM_STATE_DIR, else "+defaultStateDir+")")
+}
+
+func configFlag(fs *flag.FlagSet) {
+	fs.String("config", defaultConfig, "UCI config file with `config queue` sections")
+}
+
+func flagString(fs *flag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+func flagBool(fs *flag.FlagSet, name string) bool {
+	return flagString(fs, name) == "true"
+}
+
+// stateDir is --state-dir, else $SQM_STATE_DIR, else /run/sqm.
+func stateDir(env *Env, fs *flag.FlagSet) string {
+	if d := flagString(fs, "state-dir"); d != "" {
+		return d
+	}
+	if d := env.Getenv("SQM_STATE_DIR"); d != "" {
+		return d
+	}
+	return defaultStateDir
+}
+
+// newLogger logs to w as text, one line per event.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// buildPlan is the service's planner: the real recipes at the interface's
+// MTU.
+func buildPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	return plan.Build(q, plan.Env{MTU: mtu})
+}
+
+// session is an open kernel connection plus the service over it, with the
+// state lock held.
+type session struct {
+	svc    *service.Service
+	conn   *kernel.Conn
+	lock   *service.Lock
+	source string
+}
+
+func (s *session) close() {
+	s.lock.Release()
+	s.conn.Close()
+}
+
+// openSession locks the state directory and connects to the kernel. Every
+// command that changes something runs inside one, so concurrent sqm
+// invocations take turns.
+func openSession(env *Env, fs *flag.FlagSet) (*session, error) {
+	dir := stateDir(env, fs)
+	lock, err := service.AcquireLock(dir, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := kernel.Open()
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return &session{
+		svc: &service.Service{
+			Kernel: conn,
+			Store:  &service.Store{Dir: dir},
+			Plan:   buildPlan,
+			Log:    newLogger(env.Stderr, slog.LevelWarn),
+		},
+		conn: conn, lock: lock, source: flagString(fs, "config"),
+	}, nil
+}
+
+// printOutcomes reports what happened, one line per interface.
+func printOutcomes(w io.Writer, outs []service.Outcome) {
+	for _, o := range outs {
+		fmt.Fprintln(w, o.String())
+	}
+}
+
 func cmdStart() *command {
 	return &command{
 		name:    "start",
-		summary: "(not built yet)",
-		usage:   "sqm start",
-		help:    "Not built yet.",
+		summary: "shape the interfaces of every enabled config section",
+		usage:   "sqm start [--config FILE] [--force] [--state-dir DIR] [IFACE...]",
+		help: `Applies every enabled 'config queue' section of the config file (or only
+those for the named interfaces). Everything is checked first: the config,
+that each interface exists, that no two sections share an interface or an
+IFB device. If anything is wrong nothing is changed. Sections already
+applied unchanged are left alone (their counters keep counting); changed
+sections are re-applied. A section whose interface does not exist is an
+error here; 'sqm daemon' waits for it instead.
+
+sqm refuses to replace a root or ingress qdisc it did not install (e.g. one
+set up by hand or another tool); --force replaces it.
+
+Example:
+
+  $ sqm start
+  eth1: applied (section "wan"): egress 10000 kbit, ingress 85000 kbit via ifb4eth1, piece_of_cake/cake
+  $ sqm start eth1
+  eth1: unchanged (section "wan")`,
+		flags: func(fs *flag.FlagSet) {
+			configFlag(fs)
+			stateDirFlag(fs)
+			fs.Bool("force", false, "replace root/ingress qdiscs sqm did not install")
+		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+			qs, err := loadConfig(env, flagString(fs, "config"))
+			if err != nil {
+				return err
+			}
+			s, err := openSession(env, fs)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			outs, err := s.svc.Start(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
+			printOutcomes(env.Stdout, outs)
+			return err
 		},
 	}
+}
+
+// loadConfig reads the UCI file and prints its warnings (options sqm-scripts
+// would silently ignore) to stderr.
+func loadConfig(env *Env, path string) ([]config.Queue, error) {
+	f, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range f.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
+	return f.Queues, nil
 }

@@ -2,19 +2,251 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sqm/internal/kernel"
+	"sqm/internal/service"
 )
 
-// TODO(owner of this command): replace this placeholder.
 func cmdStatus() *command {
 	return &command{
 		name:    "status",
-		summary: "(not built yet)",
-		usage:   "sqm status",
-		help:    "Not built yet.",
+		summary: "show the shaping trees with their counters",
+		usage:   "sqm status [--json] [--state-dir DIR] [IFACE...]",
+		help: `Shows, for every interface sqm shapes (or the named ones, shaped or not),
+where the shaping came from and the kernel's tree right now: every qdisc
+and class with bytes, packets, drops, overlimits, backlog and ECN marks,
+and cake's per-tin statistics as a table. The IFB carrying an interface's
+ingress shaping is shown after it. --json prints the same as JSON.
+
+Drops on the shaper are normal under load: that is the AQM keeping the
+queue short. A growing backlog with no drops means the shaper is not the
+bottleneck (rate set above the line rate).
+
+Example:
+
+  $ sqm status eth1
+  eth1: section "wan" (/etc/config/sqm:3), applied 2026-11-29 23:40:01 UTC (5m ago)
+    qdisc  handle  parent  bytes     packets  drops  overlimits  backlog  ecn
+    cake   8001:   root    1.2 GB    901234   1021   0           0B/0p    311`,
+		flags: func(fs *flag.FlagSet) {
+			stateDirFlag(fs)
+			fs.Bool("json", false, "print as JSON")
+		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+			store := &service.Store{Dir: stateDir(env, fs)}
+			states, serr := store.All()
+			conn, err := kernel.Open()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			rep := statusReport(conn, states, args, time.Now())
+			if flagBool(fs, "json") {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printStatus(env.Stdout, rep, store.Dir, time.Now())
+			}
+			return errors.Join(serr, rep.err())
 		},
 	}
+}
+
+// StatusEntry is one device in `sqm status`.
+type statusEntry struct {
+	Device string `json:"device"`
+	// Of is the interface whose ingress this IFB shapes.
+	Of     string               `json:"ifb_of,omitempty"`
+	State  *service.State       `json:"state,omitempty"`
+	Kernel *kernel.DeviceStatus `json:"kernel,omitempty"`
+	Error  string               `json:"error,omitempty"`
+}
+
+type statusOutput struct {
+	Devices []statusEntry `json:"devices"`
+}
+
+func (r *statusOutput) err() error {
+	var errs []error
+	for _, e := range r.Devices {
+		if e.Error != "" && e.State == nil && e.Of == "" {
+			errs = append(errs, fmt.Errorf("%s: %s", e.Device, e.Error))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// statusKernel is the part of *kernel.Conn status needs.
+type statusKernel interface {
+	Status(devices ...string) ([]kernel.DeviceStatus, error)
+}
+
+func statusReport(k statusKernel, states []*service.State, ifaces []string, now time.Time) *statusOutput {
+	byIface := map[string]*service.State{}
+	for _, st := range states {
+		byIface[st.Interface] = st
+	}
+	if len(ifaces) == 0 {
+		ifaces = service.Interfaces(states)
+	}
+	out := &statusOutput{Devices: []statusEntry{}}
+	for _, i := range ifaces {
+		st := byIface[i]
+		out.Devices = append(out.Devices, deviceEntry(k, i, "", st))
+		if st != nil && st.Owned.IFB != "" {
+			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil))
+		}
+	}
+	return out
+}
+
+func deviceEntry(k statusKernel, dev, of string, st *service.State) statusEntry {
+	e := statusEntry{Device: dev, Of: of, State: st}
+	ds, err := k.Status(dev)
+	switch {
+	case err != nil && errors.Is(err, kernel.ErrNoLink) && st != nil:
+		e.Error = "interface does not exist (stale state: the next 'sqm start' or the daemon cleans it)"
+	case err != nil:
+		e.Error = err.Error()
+	case len(ds) == 1:
+		e.Kernel = &ds[0]
+	}
+	return e
+}
+
+func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
+	if len(rep.Devices) == 0 {
+		fmt.Fprintf(w, "sqm is not shaping any interface (no state in %s)\n", dir)
+		return
+	}
+	for i, e := range rep.Devices {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s: %s\n", e.Device, deviceHeadline(e, now))
+		if e.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", e.Error)
+		}
+		if e.Kernel != nil {
+			printDevice(w, e.Kernel)
+		}
+	}
+}
+
+func deviceHeadline(e statusEntry, now time.Time) string {
+	if e.Of != "" {
+		return "IFB shaping the ingress of " + e.Of
+	}
+	st := e.State
+	if st == nil {
+		return "not shaped by sqm"
+	}
+	src := st.SectionPos
+	if st.Source == service.SourceCLI {
+		src = "sqm apply"
+	}
+	return fmt.Sprintf("section %q (%s), applied %s (%s ago)", st.Section, src,
+		st.AppliedAt.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(st.AppliedAt).Round(time.Second))
+}
+
+func printDevice(w io.Writer, d *kernel.DeviceStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  \tkind\thandle\tparent\tbytes\tpackets\tdrops\toverlimits\tbacklog\tecn marks")
+	for _, q := range d.Qdiscs {
+		fmt.Fprintf(tw, "  qdisc\t%s\t%s\t%s\t%s\n", q.Kind, q.Handle, q.Parent, counters(q.Counters))
+	}
+	for _, c := range d.Classes {
+		fmt.Fprintf(tw, "  class\t%s\t%s\t%s\t%s\n", c.Kind, c.ClassID, c.Parent, counters(c.Counters))
+	}
+	tw.Flush()
+	if d.Filters > 0 {
+		fmt.Fprintf(w, "  filters: %d\n", d.Filters)
+	}
+	for _, q := range d.Qdiscs {
+		if q.Cake != nil && len(q.Cake.Tins) > 0 {
+			fmt.Fprintf(w, "  cake %s tins:\n", q.Handle)
+			printTins(w, q.Cake)
+		}
+	}
+}
+
+func counters(c kernel.Counters) string {
+	return fmt.Sprintf("%sB\t%d\t%d\t%d\t%sB/%dp\t%d", humanBytes(c.Bytes), c.Packets, c.Drops, c.Overlimits,
+		humanBytes(uint64(c.BacklogBytes)), c.BacklogPackets, c.ECNMarks)
+}
+
+// tinNames are tc's names for cake's tins by tin count (diffserv3,
+// diffserv4, diffserv8/precedence, besteffort).
+func tinNames(n int) []string {
+	switch n {
+	case 1:
+		return []string{"Tin 0"}
+	case 3:
+		return []string{"Bulk", "Best Effort", "Voice"}
+	case 4:
+		return []string{"Bulk", "Best Effort", "Video", "Voice"}
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("Tin %d", i)
+	}
+	return names
+}
+
+func printTins(w io.Writer, c *kernel.CakeStats) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(t kernel.CakeTin) string) {
+		cells := []string{"    " + label}
+		for _, t := range c.Tins {
+			cells = append(cells, f(t))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	fmt.Fprintln(tw, "    \t"+strings.Join(tinNames(len(c.Tins)), "\t")+"\t")
+	us := func(v uint32) string { return (time.Duration(v) * time.Microsecond).String() }
+	row("thresh", func(t kernel.CakeTin) string { return humanRate(t.ThresholdRate * 8) })
+	row("target", func(t kernel.CakeTin) string { return us(t.TargetUS) })
+	row("pk delay", func(t kernel.CakeTin) string { return us(t.PeakDelayUS) })
+	row("av delay", func(t kernel.CakeTin) string { return us(t.AvgDelayUS) })
+	row("sp delay", func(t kernel.CakeTin) string { return us(t.BaseDelayUS) })
+	row("backlog", func(t kernel.CakeTin) string { return humanBytes(uint64(t.BacklogBytes)) + "B" })
+	row("pkts", func(t kernel.CakeTin) string { return fmt.Sprint(t.SentPackets) })
+	row("bytes", func(t kernel.CakeTin) string { return humanBytes(t.SentBytes) + "B" })
+	row("drops", func(t kernel.CakeTin) string { return fmt.Sprint(t.DroppedPackets) })
+	row("marks", func(t kernel.CakeTin) string { return fmt.Sprint(t.ECNMarkedPackets) })
+	row("ack drop", func(t kernel.CakeTin) string { return fmt.Sprint(t.ACKDropPackets) })
+	row("sp/bk/un flows", func(t kernel.CakeTin) string {
+		return fmt.Sprintf("%d/%d/%d", t.SparseFlows, t.BulkFlows, t.UnresponsiveFlows)
+	})
+	tw.Flush()
+}
+
+// humanBytes prints a byte count with an SI prefix, as tc -s does for
+// rates: 1.2 M for 1234567.
+func humanBytes(n uint64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d", n)
+	}
+	f, p := float64(n), 0
+	for f >= unit && p < 5 {
+		f /= unit
+		p++
+	}
+	return fmt.Sprintf("%.1f%c", f, "kMGTP"[p-1])
+}
+
+func humanRate(bits uint64) string {
+	return humanBytes(bits) + "bit"
 }

@@ -2,19 +2,38 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+
+	"sqm/internal/service"
 )
 
-// TODO(owner of this command): replace this placeholder.
 func cmdStop() *command {
 	return &command{
 		name:    "stop",
-		summary: "(not built yet)",
-		usage:   "sqm stop",
-		help:    "Not built yet.",
+		summary: "remove the shaping sqm installed",
+		usage:   "sqm stop [--config FILE] [--state-dir DIR] [IFACE...]",
+		help: `Removes exactly what the state directory says sqm installed: its root and
+ingress qdiscs and its IFB devices, nothing else. Without arguments every
+interface sqm shapes is stopped; with --config only those from that file.
+Stopping an interface sqm does not shape is reported, not an error.
+
+Example:
+
+  $ sqm stop eth1
+  eth1: removed (section "wan")`,
+		flags: func(fs *flag.FlagSet) {
+			fs.String("config", "", "only stop sections applied from this config file")
+			stateDirFlag(fs)
+		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return errors.New("not implemented yet")
+			s, err := openSession(env, fs)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			outs, err := s.svc.Stop(service.StopOptions{Ifaces: args, Source: flagString(fs, "config")})
+			printOutcomes(env.Stdout, outs)
+			return err
 		},
 	}
 }

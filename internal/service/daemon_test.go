@@ -102,9 +102,7 @@ func TestDaemonAppliesWhenInterfaceAppearsDebounced(t *testing.T) {
 	k := newFake("eth0")
 	r := startDaemon(t, k, true, queue("wan", "ppp0", 20000, 5000), queue("lan", "eth0", 1000, 1000))
 	eventually(t, "eth0 applied at start", func() bool { return k.count(k.applies, "eth0") == 1 })
-	if !strings.Contains(r.logs.String(), "waiting") {
-		t.Errorf("start did not log that ppp0 waits:\n%s", r.logs)
-	}
+	eventually(t, "start logs that ppp0 waits", func() bool { return strings.Contains(r.logs.String(), "waiting") })
 	// PPPoE comes up: a burst of events (new link, flags, up) is one apply.
 	k.setLink("ppp0", true)
 	appeared := time.Now()
@@ -155,11 +153,10 @@ func TestDaemonReload(t *testing.T) {
 	lan.Enabled = false
 	wan.Upload = 6000
 	r.writeConfig(wan, lan)
-	eventually(t, "reloaded", func() bool { return k.count(k.applies, "eth0") == 2 && k.count(k.removes, "eth1") == 1 })
-	st, _ := r.svc.Store.Load("eth0")
-	if st == nil || st.Queue.Upload != 6000 {
-		t.Errorf("state after reload: %+v", st)
-	}
+	eventually(t, "reloaded", func() bool {
+		st, _ := r.svc.Store.Load("eth0")
+		return k.count(k.applies, "eth0") == 2 && k.count(k.removes, "eth1") == 1 && st != nil && st.Queue.Upload == 6000
+	})
 }
 
 func TestDaemonDrift(t *testing.T) {
@@ -195,7 +192,7 @@ func TestDaemonDrift(t *testing.T) {
 func TestDaemonQuietWhenIdle(t *testing.T) {
 	k := newFake("eth0")
 	r := startDaemon(t, k, true, queue("wan", "eth0", 20000, 5000))
-	eventually(t, "applied", func() bool { return k.count(k.applies, "eth0") == 1 })
+	eventually(t, "start logged", func() bool { return strings.Contains(r.logs.String(), "msg=applied") })
 	time.Sleep(100 * time.Millisecond)
 	before := r.logs.String()
 	time.Sleep(600 * time.Millisecond) // ~4 drift checks, ~12 config polls

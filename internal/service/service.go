@@ -309,7 +309,7 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 		s.Store.clearPending(iface)
 		did = append(did, done{t, prev, st})
 		outs = append(outs, Outcome{iface, t.Queue.Name, ActApplied, summary(t.Plan)})
-		s.log().Info("applied", "interface", iface, "section", t.Queue.Name, "source", t.Source)
+		s.log().Debug("applied", "interface", iface, "section", t.Queue.Name, "source", t.Source)
 	}
 	return outs, nil
 }
@@ -404,7 +404,7 @@ func (s *Service) remove(st *State) error {
 	if err := s.Store.Delete(st.Interface); err != nil {
 		return err
 	}
-	s.log().Info("removed", "interface", st.Interface, "section", st.Section)
+	s.log().Debug("removed", "interface", st.Interface, "section", st.Section)
 	return nil
 }
 

@@ -1,0 +1,114 @@
+package service_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/testutil"
+)
+
+// netNS is a network namespace owned by one locked OS thread. Do runs
+// functions on that thread: sockets it opens and processes it starts live in
+// the namespace, which vanishes with every device in it when the test ends.
+type netNS struct {
+	fns  chan func()
+	done chan struct{}
+}
+
+func newNetNS(t testing.TB) *netNS {
+	t.Helper()
+	testutil.RequireRoot(t)
+	ns := &netNS{fns: make(chan func()), done: make(chan struct{})}
+	errc := make(chan error)
+	go func() {
+		// Never unlocked: the thread exits with the goroutine, so nothing
+		// else ever runs in this namespace.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare netns: %w", err)
+			return
+		}
+		errc <- nil
+		for {
+			select {
+			case fn := <-ns.fns:
+				fn()
+			case <-ns.done:
+				return
+			}
+		}
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(ns.done) })
+	ns.sh(t, "ip link set lo up")
+	return ns
+}
+
+// Do runs fn inside the namespace and waits for it.
+func (ns *netNS) Do(fn func()) {
+	ch := make(chan struct{})
+	ns.fns <- func() { defer close(ch); fn() }
+	<-ch
+}
+
+// sh runs a shell command line inside the namespace and fails the test if
+// it fails.
+func (ns *netNS) sh(t testing.TB, cmd string) string {
+	t.Helper()
+	out, err := ns.try(cmd)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	return out
+}
+
+func (ns *netNS) try(cmd string) (string, error) {
+	var out []byte
+	var err error
+	ns.Do(func() { out, err = exec.Command("sh", "-c", cmd).CombinedOutput() })
+	return string(out), err
+}
+
+// start starts cmd inside the namespace (not waiting for it).
+func (ns *netNS) start(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	var err error
+	ns.Do(func() { err = cmd.Start() })
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// helperEnv makes the test binary run `sqm` instead of tests (TestMain).
+const helperEnv = "SQM_SERVICE_TEST_AS_SQM"
+
+// sqmCmd is the test binary acting as the sqm command with args.
+func sqmCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	return cmd
+}
+
+// sqm runs the sqm command as a child process inside the namespace.
+func (ns *netNS) sqm(args ...string) (stdout, stderr string, err error) {
+	cmd := sqmCmd(args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	ns.Do(func() { err = cmd.Run() })
+	return o.String(), e.String(), err
+}
+
+// tc returns `tc` output for a device, trimmed.
+func (ns *netNS) tc(t testing.TB, args string) string {
+	t.Helper()
+	return strings.TrimSpace(ns.sh(t, "tc "+args))
+}
