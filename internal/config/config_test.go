@@ -430,3 +430,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestDistSample keeps the sample shipped for OpenWrt loadable without
+// warnings, so users start from a file sqm accepts as is.
+func TestDistSample(t *testing.T) {
+	const path = "../../dist/openwrt/sqm.config"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no sample: %v", err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatalf("the shipped sample does not load: %v", err)
+	}
+	if len(f.Queues) == 0 || len(f.Warnings) != 0 {
+		t.Errorf("sample: %d queues, warnings %v; want at least one queue and no warnings", len(f.Queues), f.Warnings)
+	}
+}

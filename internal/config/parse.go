@@ -64,7 +64,7 @@ func (f *File) Queue(ref string) *Queue {
 func Load(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("load config: %w (pass another file with --config, or create it: see dist/ for a sample)", err)
+		return nil, fmt.Errorf("load config: %w (pass another file with --config, or start from the sample dist/openwrt/sqm.config)", err)
 	}
 	defer fh.Close()
 	return Parse(path, fh)

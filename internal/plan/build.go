@@ -19,8 +19,16 @@ type Env struct {
 	MTU int
 }
 
-// Recipes are the scripts Build knows, sqm-scripts' five plus police.
-var Recipes = []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
+// Recipes returns the scripts Build knows: sqm-scripts' five plus police.
+func Recipes() []string {
+	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
+}
+
+// LeafQdiscs returns the qdiscs Build can put at the leaves (or, for cake,
+// alone at the root), in the order error messages list them.
+func LeafQdiscs() []string {
+	return []string{"fq_codel", "codel", "pie", "fq_pie", "cake", "sfq", "pfifo", "bfifo"}
+}
 
 // Constants from sqm-scripts (defaults.sh, functions.sh).
 const (
@@ -38,11 +46,11 @@ const (
 )
 
 // Handles shared by every HTB recipe (sqm-scripts §7.2).
-var (
-	hRoot  = MakeHandle(1, 0)
-	hTop   = MakeHandle(1, 1)
-	hFFFF  = MakeHandle(0xffff, 0)
-	hLeaf1 = MakeHandle(0x110, 0)
+const (
+	hRoot  Handle = 1 << 16      // 1:
+	hTop   Handle = 1<<16 | 1    // 1:1
+	hFFFF  Handle = 0xffff << 16 // ffff:
+	hLeaf1 Handle = 0x110 << 16  // 110:
 )
 
 // dir is one direction of a queue section, with sqm-scripts' per-direction
@@ -80,15 +88,15 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		return nil, fmt.Errorf("plan: interface %s: MTU %d is not a usable MTU (68..65535); check the device", q.Interface, env.MTU)
 	}
 	script := strings.TrimSuffix(q.Script, ".qos")
-	if !slices.Contains(Recipes, script) {
-		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(Recipes, ", "))
+	if !slices.Contains(Recipes(), script) {
+		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(Recipes(), ", "))
 	}
 	qdisc := q.Qdisc
 	if qdisc == "" {
 		qdisc = "fq_codel"
 	}
-	if !slices.Contains(leafQdiscs, qdisc) {
-		return nil, q.Errorf("qdisc", "unsupported qdisc %q; use one of %s", q.Qdisc, strings.Join(leafQdiscs, ", "))
+	if !slices.Contains(LeafQdiscs(), qdisc) {
+		return nil, q.Errorf("qdisc", "unsupported qdisc %q; use one of %s", q.Qdisc, strings.Join(LeafQdiscs(), ", "))
 	}
 	for _, r := range []struct {
 		opt  string

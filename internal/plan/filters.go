@@ -11,14 +11,16 @@ type dscpClass struct {
 	class uint16 // minor of 1:x
 }
 
-var dscpMap = []dscpClass{
-	{0x00, "CS0/BE", 0x12},
-	{0x20, "CS1", 0x13},
-	{0x10, "TOS low-delay", 0x11},
-	{0xb8, "EF", 0x11},
-	{0xc0, "CS6", 0x11},
-	{0xe0, "CS7", 0x11},
-	{0x90, "AF42", 0x11},
+func dscpMap() []dscpClass {
+	return []dscpClass{
+		{0x00, "CS0/BE", 0x12},
+		{0x20, "CS1", 0x13},
+		{0x10, "TOS low-delay", 0x11},
+		{0xb8, "EF", 0x11},
+		{0xc0, "CS6", 0x11},
+		{0xe0, "CS7", 0x11},
+		{0x90, "AF42", 0x11},
+	}
 }
 
 // encap is a way an IP packet can appear to tc: protocol is the skb
@@ -40,13 +42,15 @@ type encap struct {
 // and IP inside an 802.1Q tag that is still in the packet data (not
 // offloaded: the network header is the tag, whose low half-word at 0 is
 // the inner ethertype; IP starts at 4).
-var encaps = []encap{
-	{protocol: "ip", name: "IPv4"},
-	{protocol: "ipv6", name: "IPv6", v6: true},
-	{protocol: "ppp_ses", name: "PPPoE IPv4", off: 8, guard: []U32Key{{Val: 0x0021, Mask: 0xffff, Off: 4}}},
-	{protocol: "ppp_ses", name: "PPPoE IPv6", v6: true, off: 8, guard: []U32Key{{Val: 0x0057, Mask: 0xffff, Off: 4}}},
-	{protocol: "802.1Q", name: "VLAN IPv4", off: 4, guard: []U32Key{{Val: 0x0800, Mask: 0xffff, Off: 0}}},
-	{protocol: "802.1Q", name: "VLAN IPv6", v6: true, off: 4, guard: []U32Key{{Val: 0x86dd, Mask: 0xffff, Off: 0}}},
+func encaps() []encap {
+	return []encap{
+		{protocol: "ip", name: "IPv4"},
+		{protocol: "ipv6", name: "IPv6", v6: true},
+		{protocol: "ppp_ses", name: "PPPoE IPv4", off: 8, guard: []U32Key{{Val: 0x0021, Mask: 0xffff, Off: 4}}},
+		{protocol: "ppp_ses", name: "PPPoE IPv6", v6: true, off: 8, guard: []U32Key{{Val: 0x0057, Mask: 0xffff, Off: 4}}},
+		{protocol: "802.1Q", name: "VLAN IPv4", off: 4, guard: []U32Key{{Val: 0x0800, Mask: 0xffff, Off: 0}}},
+		{protocol: "802.1Q", name: "VLAN IPv6", v6: true, off: 4, guard: []U32Key{{Val: 0x86dd, Mask: 0xffff, Off: 0}}},
+	}
 }
 
 // dscpKey matches the DSCP (TOS byte under 0xfc): byte 1 of the IPv4
@@ -81,6 +85,7 @@ func (e encap) keys(k U32Key) *U32 {
 // filter has its own prio, because the kernel keeps one u32 table per
 // prio and protocol and refuses a second protocol on a used prio.
 func dscpFilters(parent Handle) []Filter {
+	encaps, dscpMap := encaps(), dscpMap()
 	fs := make([]Filter, 0, len(encaps)*(len(dscpMap)+1)+1)
 	prio := uint16(1)
 	add := func(e encap, k U32Key, class uint16, what string) {

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-)
 
-// Leaf qdiscs sqm can build, in the order error messages list them.
-var leafQdiscs = []string{"fq_codel", "codel", "pie", "fq_pie", "cake", "sfq", "pfifo", "bfifo"}
+	"sqm/internal/units"
+)
 
 // errOpts is wrapped by every opts parse error, so tests and callers can
 // tell a user's bad iqdisc_opts/eqdisc_opts from an internal failure.
@@ -63,14 +62,20 @@ func (p *optParser) bad(kw, v, desc string) error {
 	return optsErrorf("%s %s %q is not valid: want %s", p.qdisc, kw, v, desc)
 }
 
+// badUnit reports a value internal/units rejected; its error names the
+// value, what is wrong and what it expected.
+func (p *optParser) badUnit(kw string, err error) error {
+	return optsErrorf("%s %s: %v", p.qdisc, kw, err)
+}
+
 func (p *optParser) time(kw string) (time.Duration, error) {
 	s, err := p.arg(kw, descTime)
 	if err != nil {
 		return 0, err
 	}
-	d, ok := parseTime(s)
-	if !ok {
-		return 0, p.bad(kw, s, descTime)
+	d, err := units.ParseTime(s)
+	if err != nil {
+		return 0, p.badUnit(kw, err)
 	}
 	return d, nil
 }
@@ -80,9 +85,9 @@ func (p *optParser) size(kw string) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, ok := parseSize(s)
-	if !ok {
-		return 0, p.bad(kw, s, descSize)
+	v, err := units.ParseSize(s)
+	if err != nil {
+		return 0, p.badUnit(kw, err)
 	}
 	return v, nil
 }
@@ -104,25 +109,46 @@ func (p *optParser) rate(kw string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, ok := parseRate(s)
-	if !ok {
-		return 0, p.bad(kw, s, descRate)
+	v, err := units.ParseRate(s)
+	if err != nil {
+		return 0, p.badUnit(kw, err)
 	}
 	return v, nil
 }
 
+// parseUint32 reads an unsigned integer like tc's get_unsigned (base 0:
+// decimal, 0x hex or 0 octal).
+func parseUint32(s string) (uint32, bool) {
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(v), true
+}
+
 func boolp(b bool) *bool { return &b }
 
-// cakeNamedRTT are tc-cake's rtt presets (q_cake.c).
-var cakeNamedRTT = map[string]time.Duration{
-	"datacentre":     100 * time.Microsecond,
-	"lan":            time.Millisecond,
-	"metro":          10 * time.Millisecond,
-	"regional":       30 * time.Millisecond,
-	"internet":       100 * time.Millisecond,
-	"oceanic":        300 * time.Millisecond,
-	"satellite":      time.Second,
-	"interplanetary": 1000 * time.Second,
+// cakeNamedRTT is tc-cake's rtt preset kw (q_cake.c), if it is one.
+func cakeNamedRTT(kw string) (time.Duration, bool) {
+	switch kw {
+	case "datacentre":
+		return 100 * time.Microsecond, true
+	case "lan":
+		return time.Millisecond, true
+	case "metro":
+		return 10 * time.Millisecond, true
+	case "regional":
+		return 30 * time.Millisecond, true
+	case "internet":
+		return 100 * time.Millisecond, true
+	case "oceanic":
+		return 300 * time.Millisecond, true
+	case "satellite":
+		return time.Second, true
+	case "interplanetary":
+		return 1000 * time.Second, true
+	}
+	return 0, false
 }
 
 // cakeOverheadKeyword is one of tc-cake's link framing presets: it sets
@@ -134,20 +160,36 @@ type cakeOverheadKeyword struct {
 	mpu uint32 // 0 leaves mpu alone
 }
 
-var cakeOverheadKeywords = map[string]cakeOverheadKeyword{
-	"ipoa-vcmux":      {"atm", 8, 0},
-	"ipoa-llcsnap":    {"atm", 16, 0},
-	"bridged-vcmux":   {"atm", 24, 0},
-	"bridged-llcsnap": {"atm", 32, 0},
-	"pppoa-vcmux":     {"atm", 10, 0},
-	"pppoa-llc":       {"atm", 14, 0},
-	"pppoe-vcmux":     {"atm", 32, 0},
-	"pppoe-llcsnap":   {"atm", 40, 0},
-	"pppoe-ptm":       {"ptm", 30, 0},
-	"bridged-ptm":     {"ptm", 22, 0},
-	"ethernet":        {"", 38, 84},
-	"ether-vlan":      {"", 4, 0},
-	"docsis":          {"noatm", 18, 64},
+func cakeOverheadKeywords(kw string) (cakeOverheadKeyword, bool) {
+	switch kw {
+	case "ipoa-vcmux":
+		return cakeOverheadKeyword{"atm", 8, 0}, true
+	case "ipoa-llcsnap":
+		return cakeOverheadKeyword{"atm", 16, 0}, true
+	case "bridged-vcmux":
+		return cakeOverheadKeyword{"atm", 24, 0}, true
+	case "bridged-llcsnap":
+		return cakeOverheadKeyword{"atm", 32, 0}, true
+	case "pppoa-vcmux":
+		return cakeOverheadKeyword{"atm", 10, 0}, true
+	case "pppoa-llc":
+		return cakeOverheadKeyword{"atm", 14, 0}, true
+	case "pppoe-vcmux":
+		return cakeOverheadKeyword{"atm", 32, 0}, true
+	case "pppoe-llcsnap":
+		return cakeOverheadKeyword{"atm", 40, 0}, true
+	case "pppoe-ptm": // PPP 2 + PPPoE 6 + MACs 12 + ethertype 2 + FCS 4 + PTM framing 4
+		return cakeOverheadKeyword{"ptm", 30, 0}, true
+	case "bridged-ptm":
+		return cakeOverheadKeyword{"ptm", 22, 0}, true
+	case "ethernet": // preamble, inter-frame gap and FCS; minimum frame 84
+		return cakeOverheadKeyword{"", 38, 84}, true
+	case "ether-vlan": // one 802.1Q tag; may be repeated
+		return cakeOverheadKeyword{"", 4, 0}, true
+	case "docsis": // frame with FCS, no preamble or gap; minimum 64
+		return cakeOverheadKeyword{"noatm", 18, 64}, true
+	}
+	return cakeOverheadKeyword{}, false
 }
 
 const cakeKeywords = "bandwidth RATE, unlimited, autorate-ingress, rtt TIME, datacentre, lan, metro, regional, internet, oceanic, satellite, interplanetary, " +
@@ -177,11 +219,11 @@ func parseCake(c *Cake, toks []string) error {
 	}
 	for p.more() {
 		kw := p.next()
-		if rtt, ok := cakeNamedRTT[kw]; ok {
+		if rtt, ok := cakeNamedRTT(kw); ok {
 			c.RTT = rtt
 			continue
 		}
-		if o, ok := cakeOverheadKeywords[kw]; ok {
+		if o, ok := cakeOverheadKeywords(kw); ok {
 			if o.atm != "" {
 				c.ATM = o.atm
 			}
