@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/kernel"
 	"sqm/internal/plan"
 )
 
@@ -70,6 +71,14 @@ type LinkReport struct {
 	MaxGoodputDownMbps float64  `json:"max_goodput_down_mbps"`
 	MaxGoodputUpMbps   float64  `json:"max_goodput_up_mbps"`
 	Namespaces         []string `json:"namespaces"`
+	// Modem is the netem counters of each direction (dn0 towards the
+	// client, up0 towards the server) after each run; they are cumulative,
+	// so "after" minus "before" is the shaped run's share. Drops and a
+	// backlog at the modem mean the queue formed there, not at sqm.
+	Modem struct {
+		Before []kernel.DeviceStatus `json:"before"`
+		After  []kernel.DeviceStatus `json:"after"`
+	} `json:"modem"`
 }
 
 // ShapingReport is what sqm put on the router's WAN side for the "after" run.
@@ -83,6 +92,9 @@ type ShapingReport struct {
 	Overhead     int        `json:"overhead"`
 	Source       string     `json:"source"` // "defaults", "flags" or the config file
 	Plan         *plan.Plan `json:"plan"`
+	// Status is sqm's qdiscs as the kernel reported them after the shaped
+	// run (WAN egress and the IFB), with cake's statistics.
+	Status []kernel.DeviceStatus `json:"status"`
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -143,6 +155,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if rep.Before, err = t.measure(ctx, &o, "without SQM"); err != nil {
 		return nil, err
 	}
+	rep.Link.Modem.Before = t.status(t.isp, ispDown, ispUp)
 
 	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
 	p, undo, err := t.shape(q)
@@ -162,5 +175,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if rep.After, err = t.measure(ctx, &o, "with SQM"); err != nil {
 		return nil, err
 	}
+	rep.Link.Modem.After = t.status(t.isp, ispDown, ispUp)
+	devs := []string{wanDev}
+	if p.Ingress != nil && p.Ingress.IFB != "" {
+		devs = append(devs, p.Ingress.IFB)
+	}
+	rep.Shaping.Status = t.status(t.router, devs...)
 	return rep, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"sqm/internal/bloat"
+	"sqm/internal/kernel"
 	"sqm/internal/plot"
 	"sqm/internal/stats"
 )
@@ -51,6 +52,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	a := SideOf(r.After)
 	fmt.Fprintf(w, "Shaped goodput is %.0f%% / %.0f%% of the emulated line rate (at most %.0f%% fit through its framing)\n",
 		100*a.DownMbps*1e6/float64(r.Link.DownBits), 100*a.UpMbps*1e6/float64(r.Link.UpBits), 100*r.Link.Link.Efficiency())
+	for i, dir := range []string{"download", "upload"} {
+		b, a := modemDrops(r.Link.Modem.Before, i), modemDrops(r.Link.Modem.After, i)
+		if b >= 0 && a >= 0 {
+			fmt.Fprintf(w, "Modem FIFO drops (%s): %d without SQM, %d with SQM\n", dir, b, a-b)
+		}
+	}
 	var notes []string
 	for _, res := range []*bloat.Result{r.Before, r.After} {
 		notes = append(notes, res.Notes...)
@@ -77,4 +84,17 @@ func (r *Report) WritePlots(prefix string) error {
 		}
 	}
 	return nil
+}
+
+// modemDrops is the netem drop counter of direction i (0 down, 1 up), or -1.
+func modemDrops(st []kernel.DeviceStatus, i int) int64 {
+	if i >= len(st) || len(st[i].Qdiscs) == 0 {
+		return -1
+	}
+	for _, q := range st[i].Qdiscs {
+		if q.Kind == "netem" {
+			return int64(q.Drops)
+		}
+	}
+	return -1
 }

@@ -117,3 +117,19 @@ func (t *topology) shape(q *config.Queue) (*plan.Plan, func() error, error) {
 	}
 	return p, undo, nil
 }
+
+// status reads the qdiscs of devs in ns; the lab reports them but does not
+// depend on them, so a failure is returned as an empty list.
+func (t *topology) status(ns namespace, devs ...string) []kernel.DeviceStatus {
+	var st []kernel.DeviceStatus
+	_ = ns.Do(func() error {
+		k, err := kernel.Open()
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		st, err = k.Status(devs...)
+		return err
+	})
+	return st
+}
