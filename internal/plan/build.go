@@ -19,14 +19,32 @@ type Env struct {
 	MTU int
 }
 
-// Recipes returns the scripts Build knows: sqm-scripts' five plus police.
-func Recipes() []string {
+// Recipes yields the scripts Build knows, sqm-scripts' five plus police:
+// `for _, script := range plan.Recipes`. It is an iterator rather than a
+// slice so no caller can change the package's list.
+func Recipes(yield func(int, string) bool) {
+	for i, s := range recipeList() {
+		if !yield(i, s) {
+			return
+		}
+	}
+}
+
+// LeafQdiscs yields the qdiscs Build can put at the leaves (cake: alone at
+// the root), in the order error messages list them.
+func LeafQdiscs(yield func(int, string) bool) {
+	for i, s := range leafQdiscList() {
+		if !yield(i, s) {
+			return
+		}
+	}
+}
+
+func recipeList() []string {
 	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
 }
 
-// LeafQdiscs returns the qdiscs Build can put at the leaves (or, for cake,
-// alone at the root), in the order error messages list them.
-func LeafQdiscs() []string {
+func leafQdiscList() []string {
 	return []string{"fq_codel", "codel", "pie", "fq_pie", "cake", "sfq", "pfifo", "bfifo"}
 }
 
@@ -88,15 +106,15 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		return nil, fmt.Errorf("plan: interface %s: MTU %d is not a usable MTU (68..65535); check the device", q.Interface, env.MTU)
 	}
 	script := strings.TrimSuffix(q.Script, ".qos")
-	if !slices.Contains(Recipes(), script) {
-		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(Recipes(), ", "))
+	if !slices.Contains(recipeList(), script) {
+		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(recipeList(), ", "))
 	}
 	qdisc := q.Qdisc
 	if qdisc == "" {
 		qdisc = "fq_codel"
 	}
-	if !slices.Contains(LeafQdiscs(), qdisc) {
-		return nil, q.Errorf("qdisc", "unsupported qdisc %q; use one of %s", q.Qdisc, strings.Join(LeafQdiscs(), ", "))
+	if !slices.Contains(leafQdiscList(), qdisc) {
+		return nil, q.Errorf("qdisc", "unsupported qdisc %q; use one of %s", q.Qdisc, strings.Join(leafQdiscList(), ", "))
 	}
 	for _, r := range []struct {
 		opt  string

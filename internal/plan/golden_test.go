@@ -130,8 +130,8 @@ func TestGoldenDSCPFilters(t *testing.T) {
 // direction combination and compares the plans (JSON) and their shell
 // rendering (.tc) with testdata; -update rewrites them.
 func TestGolden(t *testing.T) {
-	for _, script := range Recipes() {
-		qdiscs := LeafQdiscs()
+	for _, script := range recipeList() {
+		qdiscs := leafQdiscList()
 		if script == "piece_of_cake" || script == "layer_cake" {
 			qdiscs = []string{"cake"}
 		}

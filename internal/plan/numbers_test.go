@@ -425,3 +425,19 @@ func TestBuildErrors(t *testing.T) {
 		t.Errorf("MTU 0: %v", err)
 	}
 }
+
+func TestRecipesIterators(t *testing.T) {
+	var got []string
+	for _, s := range Recipes {
+		got = append(got, s)
+	}
+	for _, s := range LeafQdiscs {
+		got = append(got, s)
+	}
+	if strings.Join(got, " ") != "simplest simple simplest_tbf piece_of_cake layer_cake police fq_codel codel pie fq_pie cake sfq pfifo bfifo" {
+		t.Errorf("iterators yield %q", got)
+	}
+	for range Recipes {
+		break // stopping early must not panic
+	}
+}

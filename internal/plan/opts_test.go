@@ -176,12 +176,12 @@ func FuzzOpts(f *testing.F) {
 		"limit 100 target 15ms tupdate 30ms alpha 2 beta 20 ecn bytemode ecn_prob 10",
 		"limit 127 perturb 10 quantum 1514 divisor 1024 depth 127", "limit 64k", "target", "overhead 999",
 	} {
-		for k := range LeafQdiscs() {
+		for k := range leafQdiscList() {
 			f.Add(uint8(k), s)
 		}
 	}
 	f.Fuzz(func(t *testing.T, k uint8, s string) {
-		kind := LeafQdiscs()[int(k)%len(LeafQdiscs())]
+		kind := leafQdiscList()[int(k)%len(leafQdiscList())]
 		q := newLeaf(kind)
 		err := parseLeafOpts(&q, strings.Fields(s))
 		if err != nil {
