@@ -89,9 +89,19 @@ func TestPoliceEncoding(t *testing.T) {
 	if len(rtab) != 1024 {
 		t.Fatalf("rate table %d bytes, want 1024", len(rtab))
 	}
-	// Slot 0 is 8 bytes: 8/10625000 s = 0.753 us = 11 ticks (floor).
-	if got := binary.NativeEndian.Uint32(rtab); got != 11 {
-		t.Errorf("rtab[0] = %d, want 11", got)
+	// Like tc, times are truncated to whole microseconds first: slot 0
+	// (8 bytes, 0.75 us) is 0 ticks, slot 255 (2048 bytes, 192.75 us)
+	// is 192 us = 3000 ticks.
+	if got := binary.NativeEndian.Uint32(rtab); got != 0 {
+		t.Errorf("rtab[0] = %d, want 0", got)
+	}
+	if got := binary.NativeEndian.Uint32(rtab[4*255:]); got != 3000 {
+		t.Errorf("rtab[255] = %d, want 3000", got)
+	}
+	// tc class add ... htb rate 10000kbit burst 1749 sends buffer 21859
+	// (strace of iproute2 6.1): 1399 us, not 1399.2.
+	if got := xmitTicks(1250000, 1749, ticksPerMicrosecond); got != 21859 {
+		t.Errorf("xmitTicks(10 Mbit, 1749) = %d, want 21859 as tc", got)
 	}
 	// 50 Gbit/s needs RATE64.
 	_, _, r64 = policeOptions(50_000_000_000, 1<<20, 1514, ticksPerMicrosecond)

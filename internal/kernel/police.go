@@ -11,12 +11,18 @@ import (
 const ticksPerMicrosecond = 1000.0 / 64.0
 
 // xmitTicks is iproute2's tc_calc_xmittime: the psched ticks needed to send
-// size bytes at rate bytes/s.
+// size bytes at rate bytes/s. Like tc, it truncates to whole microseconds
+// before converting (tc_core_time2tick takes an unsigned int), so a tree
+// built here is bit-identical to one built by tc.
 func xmitTicks(rate uint64, size uint32, tick float64) uint32 {
 	if rate == 0 {
 		return 0
 	}
-	t := math.Floor(1e6 * float64(size) / float64(rate) * tick)
+	usec := math.Floor(1e6 * float64(size) / float64(rate))
+	if usec > math.MaxUint32 {
+		usec = math.MaxUint32
+	}
+	t := math.Floor(usec * tick)
 	if t > math.MaxUint32 {
 		return math.MaxUint32
 	}

@@ -302,8 +302,18 @@ func (c *Conn) readTree(ifindex int) (*tree, error) {
 	if t.qdiscs, err = c.dump(dumpQdiscs, ifindex, 0); err != nil {
 		return nil, err
 	}
-	if t.classes, err = c.dump(dumpClasses, ifindex, 0); err != nil {
+	all, err := c.dump(dumpClasses, ifindex, 0)
+	if err != nil {
 		return nil, err
+	}
+	for _, cl := range all {
+		// Flow queues of fq_codel, cake, sfq and fq_pie are dumped as
+		// classes; they come and go with traffic and are not sqm's.
+		switch cl.Kind {
+		case "fq_codel", "cake", "sfq", "fq_pie":
+			continue
+		}
+		t.classes = append(t.classes, cl)
 	}
 	parents := make([]plan.Handle, 0, len(t.qdiscs)+len(t.classes))
 	for _, q := range t.qdiscs {
