@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,17 @@ func cmdDaemon() *command {
 
 It logs one line per event to stderr and nothing while nothing happens.
 
+The settings can also be given in the config file, in a section
+'config sqm 'daemon''; a flag given on the command line wins:
+
+  config sqm 'daemon'
+  	option restore '1'          # --restore
+  	option check_interval '30'  # --check-interval (seconds, or 30s, 2m)
+  	option poll_interval '5'    # --poll-interval
+  	option debounce '1'         # --debounce
+  	option stop_on_exit '0'     # --stop-on-exit
+  	option log_level 'info'     # --log-level
+
 Example:
 
   $ sqm daemon --config /etc/config/sqm
@@ -59,6 +71,9 @@ Example:
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
 				return usageError("daemon takes no arguments; select sections with the config's enabled option")
+			}
+			if err := daemonSection(fs, flagString(fs, "config")); err != nil {
+				return err
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
@@ -146,4 +161,61 @@ func (l logWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// daemonOptions maps `config sqm 'daemon'` options to flags.
+func daemonOptions() []struct{ option, flag, kind string } {
+	return []struct{ option, flag, kind string }{
+		{"restore", "restore", "bool"},
+		{"check_interval", "check-interval", "duration"},
+		{"poll_interval", "poll-interval", "duration"},
+		{"debounce", "debounce", "duration"},
+		{"stop_on_exit", "stop-on-exit", "bool"},
+		{"log_level", "log-level", "string"},
+	}
+}
+
+// daemonSection applies the config file's `config sqm 'daemon'` section to
+// the flags the command line did not set. A missing or unreadable file is
+// left to the daemon's own load, which reports it.
+func daemonSection(fs *flag.FlagSet, path string) error {
+	f, err := config.Load(path)
+	if err != nil || f.UCI == nil {
+		return nil
+	}
+	sec := f.UCI.Lookup("daemon")
+	if sec == nil || sec.Type != "sqm" {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for _, o := range daemonOptions() {
+		opt := sec.Option(o.option)
+		if opt == nil || set[o.flag] {
+			continue
+		}
+		v := opt.Value()
+		switch o.kind {
+		case "bool":
+			switch v {
+			case "1", "true", "yes", "on":
+				v = "true"
+			case "0", "false", "no", "off":
+				v = "false"
+			default:
+				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v)
+			}
+		case "duration":
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				v = fmt.Sprintf("%gs", n) // plain numbers are seconds, as elsewhere in UCI
+			}
+			if _, err := time.ParseDuration(v); err != nil {
+				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value())
+			}
+		}
+		if err := fs.Set(o.flag, v); err != nil {
+			return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %w", path, opt.Line, o.option, err)
+		}
+	}
+	return nil
 }

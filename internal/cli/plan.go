@@ -43,6 +43,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if len(plans) == 0 {
+				fmt.Fprintf(env.Stderr, "no enabled queue sections in %s (set option enabled '1')\n", flagString(fs, "config"))
+			}
 			if flagBool(fs, "json") {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
@@ -67,7 +70,7 @@ func planSections(qs []config.Queue, source string, ifaces []string) ([]*plan.Pl
 		want[i] = true
 	}
 	found := map[string]bool{}
-	var plans []*plan.Plan
+	plans := []*plan.Plan{}
 	var errs []error
 	for i := range qs {
 		q := &qs[i]
