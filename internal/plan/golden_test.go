@@ -161,6 +161,15 @@ func TestGolden(t *testing.T) {
 						t.Fatal(err)
 					}
 					js.Write(append(line, '\n'))
+					// Plans survive JSON: decoding and encoding again
+					// gives the same bytes.
+					var back goldenCase
+					if err := json.Unmarshal(line, &back); err != nil {
+						t.Fatalf("%s: decode: %v", c.Variant, err)
+					}
+					if again, _ := json.Marshal(back); !bytes.Equal(again, line) {
+						t.Fatalf("%s: JSON round trip changed the plan:\n%s\n%s", c.Variant, line, again)
+					}
 				}
 				checkGolden(t, name+".tc", tc.Bytes())
 				checkGolden(t, name+".jsonl", js.Bytes())

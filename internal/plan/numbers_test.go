@@ -441,3 +441,20 @@ func TestRecipesIterators(t *testing.T) {
 		break // stopping early must not panic
 	}
 }
+
+func TestParseHandle(t *testing.T) {
+	for s, want := range map[string]Handle{
+		"root": HandleRoot, "ingress": HandleIngress, "none": HandleNone,
+		"1:": hRoot, "1:1": hTop, "ffff:": hFFFF, "110:": hLeaf1, "1:13": MakeHandle(1, 0x13),
+	} {
+		got, err := ParseHandle(s)
+		if err != nil || got != want || (s != "none" && got.String() != s) {
+			t.Errorf("ParseHandle(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "1", "x:1", "1:x", "10000:", "1:10000", ":1:"} {
+		if h, err := ParseHandle(s); err == nil {
+			t.Errorf("ParseHandle(%q) = %v, want an error", s, h)
+		}
+	}
+}
