@@ -53,7 +53,7 @@ func TestRunLoopback(t *testing.T) {
 			addr := startServer(t, tt.network, tt.addr, Limits{})
 			var progress int
 			res, err := Run(context.Background(), Options{
-				Addr: addr, Mode: tt.mode, Duration: 1500 * time.Millisecond, Idle: 500 * time.Millisecond,
+				Addr: addr, Mode: tt.mode, Duration: time.Second, Idle: 300 * time.Millisecond,
 				Interval: 50 * time.Millisecond, Streams: 2, Network: tt.network,
 				Progress: func(Progress) { progress++ },
 			})

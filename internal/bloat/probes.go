@@ -23,8 +23,9 @@ type kind struct {
 	conn net.PacketConn
 	// send writes probe seq, sent at offset t from the start.
 	send func(seq uint64, t time.Duration) error
-	// read blocks for one reply and reports (seq, server times, ok).
-	read func(buf []byte) (seq uint64, srvRecv, srvSend int64, ok bool, err error)
+	// read blocks for one reply and reports its kernel receive time, seq,
+	// server times, and whether it answers one of our probes.
+	read func(buf []byte) (at time.Time, seq uint64, srvRecv, srvSend int64, ok bool, err error)
 
 	mu   sync.Mutex
 	recs []probeRec
@@ -117,21 +118,23 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 		_, err := conn.Write(p.marshal(out))
 		return err
 	}
-	k.read = func(buf []byte) (uint64, int64, int64, bool, error) {
-		n, err := conn.Read(buf)
+	enableRxTimestamps(conn)
+	oob := make([]byte, 128)
+	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
+		n, _, at, err := readStamped(conn, buf, oob)
 		if err != nil {
-			return 0, 0, 0, false, err
+			return at, 0, 0, 0, false, err
 		}
 		var p probe
 		if p.unmarshal(buf[:n]) != nil || p.kind != probeReply || p.token != c.token {
-			return 0, 0, 0, false, nil
+			return at, 0, 0, 0, false, nil
 		}
 		// The echoed client time must match what was sent for that seq;
 		// anything else is stale or forged.
 		k.mu.Lock()
 		ok := p.seq < uint64(len(k.recs)) && int64(k.recs[p.seq].sent) == p.clientSend
 		k.mu.Unlock()
-		return p.seq, p.serverRecv, p.serverSend, ok, nil
+		return at, p.seq, p.serverRecv, p.serverSend, ok, nil
 	}
 	return k
 }
@@ -143,21 +146,21 @@ func (c *client) icmpKind() (*kind, error) {
 	ip := c.server.Addr()
 	v6 := ip.Is6()
 	proto, echo, reply := 1, icmp.Type(ipv4.ICMPTypeEcho), icmp.Type(ipv4.ICMPTypeEchoReply)
-	dgramNet, rawNet, wildcard := "udp4", "ip4:icmp", "0.0.0.0"
+	rawNet, wildcard := "ip4:icmp", "0.0.0.0"
 	if v6 {
 		proto, echo, reply = 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
-		dgramNet, rawNet, wildcard = "udp6", "ip6:ipv6-icmp", "::"
+		rawNet, wildcard = "ip6:ipv6-icmp", "::"
 	}
-	var conn *icmp.PacketConn
+	var conn net.PacketConn
 	var dst net.Addr
 	var errDgram, errRaw error
 	c.o.Enter(func() error {
-		conn, errDgram = icmp.ListenPacket(dgramNet, wildcard)
+		conn, errDgram = listenPing(v6)
 		if errDgram == nil {
 			dst = &net.UDPAddr{IP: ip.AsSlice(), Zone: ip.Zone()}
 			return nil
 		}
-		conn, errRaw = icmp.ListenPacket(rawNet, wildcard)
+		conn, errRaw = net.ListenPacket(rawNet, wildcard)
 		if errRaw == nil {
 			dst = &net.IPAddr{IP: ip.AsSlice(), Zone: ip.Zone()}
 		}
@@ -169,6 +172,8 @@ func (c *client) icmpKind() (*kind, error) {
 		}
 		return nil, fmt.Errorf("ping socket: %v; raw socket: %v", errDgram, errRaw)
 	}
+	enableRxTimestamps(conn)
+	oob := make([]byte, 128)
 	var cookie [8]byte
 	rand.Read(cookie[:])
 	var idb [2]byte
@@ -184,32 +189,32 @@ func (c *client) icmpKind() (*kind, error) {
 		_, err = conn.WriteTo(b, dst)
 		return err
 	}
-	k.read = func(buf []byte) (uint64, int64, int64, bool, error) {
-		n, from, err := conn.ReadFrom(buf)
+	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
+		n, from, at, err := readStamped(conn, buf, oob)
 		if err != nil {
-			return 0, 0, 0, false, err
+			return at, 0, 0, 0, false, err
 		}
 		m, err := icmp.ParseMessage(proto, buf[:n])
 		if err != nil || m.Type != reply {
-			return 0, 0, 0, false, nil
+			return at, 0, 0, 0, false, nil
 		}
 		e, ok := m.Body.(*icmp.Echo)
 		if !ok || len(e.Data) < len(cookie) || string(e.Data[:len(cookie)]) != string(cookie[:]) {
-			return 0, 0, 0, false, nil // another process's ping
+			return at, 0, 0, 0, false, nil // another process's ping
 		}
 		if a, ok := from.(*net.IPAddr); ok && !a.IP.Equal(dst.(*net.IPAddr).IP) {
-			return 0, 0, 0, false, nil
+			return at, 0, 0, 0, false, nil
 		}
 		// Widen the 16-bit sequence number to the latest probe with those bits.
 		k.mu.Lock()
 		sent := uint64(len(k.recs))
 		k.mu.Unlock()
 		if sent == 0 {
-			return 0, 0, 0, false, nil
+			return at, 0, 0, 0, false, nil
 		}
 		last := sent - 1
 		seq := last - uint64(uint16(uint16(last)-uint16(e.Seq)))
-		return seq, 0, 0, seq <= last, nil
+		return at, seq, 0, 0, seq <= last, nil
 	}
 	return k, nil
 }
@@ -243,8 +248,10 @@ func (c *client) sendProbes(ctx context.Context, k *kind, offset time.Duration) 
 func (k *kind) receive(c *client) {
 	buf := make([]byte, 1500)
 	for {
-		seq, srvRecv, srvSend, ok, err := k.read(buf)
-		now := time.Since(c.start)
+		at, seq, srvRecv, srvSend, ok, err := k.read(buf)
+		// Kernel timestamps carry no monotonic reading; Sub then uses the
+		// wall clocks of both, which is what the kernel stamped.
+		now := at.Sub(c.start)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {

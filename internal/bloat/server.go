@@ -349,11 +349,15 @@ func sinkLoad(c net.Conn) {
 
 func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 	buf := make([]byte, 2048)
+	oob := make([]byte, 128)
 	var p probe
 	var lastLog time.Time
+	// Kernel receive stamps keep the server's own wake-up latency out of
+	// the client's RTT (its receive-to-send time is subtracted).
+	enableRxTimestamps(pc)
 	for {
-		n, from, err := pc.ReadFrom(buf)
-		recv := time.Now().UnixNano()
+		n, from, at, err := readStamped(pc, buf, oob)
+		recv := at.UnixNano()
 		if err != nil {
 			if ctx.Err() != nil {
 				return

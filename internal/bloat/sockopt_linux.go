@@ -3,7 +3,10 @@ package bloat
 import (
 	"errors"
 	"net"
+	"os"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,4 +68,77 @@ func bytesAcked(c net.Conn) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// enableRxTimestamps asks the kernel to stamp each received datagram
+// (SO_TIMESTAMPNS), as ping does: user-space wake-up latency then no longer
+// adds to the measured round trip.
+func enableRxTimestamps(c net.PacketConn) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return
+	}
+	if rc, err := sc.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		})
+	}
+}
+
+// readStamped reads one datagram with its kernel receive time, or the
+// current time when the kernel gave none. Raw IPv4 sockets return the IP
+// header; it is stripped so callers see the ICMP message.
+func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, error) {
+	var n, oobn int
+	var from net.Addr
+	var err error
+	raw4 := false
+	switch c := c.(type) {
+	case *net.UDPConn:
+		var a *net.UDPAddr
+		n, oobn, _, a, err = c.ReadMsgUDP(b, oob)
+		from = a
+	case *net.IPConn:
+		var a *net.IPAddr
+		n, oobn, _, a, err = c.ReadMsgIP(b, oob)
+		from = a
+		raw4 = a != nil && a.IP.To4() != nil
+	default:
+		n, from, err = c.ReadFrom(b)
+	}
+	at := time.Now()
+	if err != nil {
+		return n, from, at, err
+	}
+	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				at = time.Unix(int64(ts.Sec), int64(ts.Nsec))
+			}
+		}
+	}
+	if raw4 && n >= 20 && b[0]>>4 == 4 {
+		hl := int(b[0]&0x0f) * 4
+		if hl <= n {
+			n = copy(b, b[hl:n])
+		}
+	}
+	return n, from, at, nil
+}
+
+// listenPing opens an unprivileged ICMP echo ("ping") socket, allowed when
+// the caller's group is in net.ipv4.ping_group_range.
+func listenPing(v6 bool) (net.PacketConn, error) {
+	family, proto := unix.AF_INET, unix.IPPROTO_ICMP
+	if v6 {
+		family, proto = unix.AF_INET6, unix.IPPROTO_ICMPV6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	f := os.NewFile(uintptr(fd), "ping")
+	defer f.Close()
+	return net.FilePacketConn(f)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
 )
 
 func setTOS(rc syscall.RawConn, dscp int) error {
@@ -15,3 +16,14 @@ func setTOS(rc syscall.RawConn, dscp int) error {
 func setDSCP(c net.Conn, dscp int) error { return errors.New("dscp marking: not supported on this OS") }
 
 func bytesAcked(c net.Conn) (int64, bool) { return 0, false }
+
+func enableRxTimestamps(c net.PacketConn) {}
+
+func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, error) {
+	n, from, err := c.ReadFrom(b)
+	return n, from, time.Now(), err
+}
+
+func listenPing(v6 bool) (net.PacketConn, error) {
+	return nil, errors.New("ping sockets: not supported on this OS")
+}

@@ -1,0 +1,159 @@
+//go:build linux
+
+package bloat_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/bloat"
+	"sqm/internal/testutil"
+)
+
+// TestAccuracy compares sqm test with the tools people trust, in one run:
+// goodput against iperf3 (same stream count and duration, both directions)
+// and idle median latency against ping, on loopback and across a namespace
+// pair shaped to 50 Mbit/s with htb. It logs the figures and asserts
+// nothing timed: it is a measurement. Opt in with SQM_ACCURACY=1 (as root);
+// SQM_ACCURACY_SECONDS sets the load duration (default 10).
+func TestAccuracy(t *testing.T) {
+	if os.Getenv("SQM_ACCURACY") == "" {
+		t.Skip("measurement, not a test: set SQM_ACCURACY=1 (root, iperf3 and ping installed) to compare with iperf3 and ping; takes about 3 minutes")
+	}
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"iperf3", "ping"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	secs := 10
+	if s, err := strconv.Atoi(os.Getenv("SQM_ACCURACY_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	type setup struct {
+		name             string
+		ip               string
+		srvNS, cliNS     string // "" = host namespace
+		enter            func(func() error) error
+		serverListenAddr string
+	}
+	p := newNSPair(t, 50)
+	setups := []setup{
+		{name: "loopback", ip: "127.0.0.1", serverListenAddr: "127.0.0.1:0"},
+		{name: "netns+htb50", ip: "10.77.0.1", srvNS: p.a, cliNS: p.b, serverListenAddr: "10.77.0.1:0",
+			enter: func(fn func() error) error { return do(p.b, fn) }},
+	}
+	var lines []string
+	for _, s := range setups {
+		inNS := func(ns string, args ...string) *exec.Cmd {
+			if ns != "" {
+				args = append([]string{"ip", "netns", "exec", ns}, args...)
+			}
+			return exec.Command(args[0], args[1:]...)
+		}
+		var iperfCPU []float64
+		iperf := func(reverse bool) float64 {
+			srv := inNS(s.srvNS, "iperf3", "-s", "-1", "-B", s.ip, "-p", "5299")
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Wait()
+			time.Sleep(500 * time.Millisecond)
+			args := []string{"iperf3", "-c", s.ip, "-p", "5299", "-P", "4", "-t", strconv.Itoa(secs), "-J"}
+			if reverse {
+				args = append(args, "-R")
+			}
+			out, err := inNS(s.cliNS, args...).Output()
+			if err != nil {
+				srv.Process.Kill()
+				t.Fatalf("iperf3: %v\n%s", err, out)
+			}
+			var r struct {
+				End struct {
+					SumReceived struct {
+						BPS float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+					CPU struct {
+						Host   float64 `json:"host_total"`
+						Remote float64 `json:"remote_total"`
+					} `json:"cpu_utilization_percent"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("iperf3 json: %v", err)
+			}
+			iperfCPU = append(iperfCPU, r.End.CPU.Host+r.End.CPU.Remote)
+			return r.End.SumReceived.BPS / 1e6
+		}
+		pingMedian := func(n int) float64 {
+			out, err := inNS(s.cliNS, "ping", "-n", "-i", "0.2", "-c", strconv.Itoa(n), s.ip).Output()
+			if err != nil {
+				t.Fatalf("ping: %v\n%s", err, out)
+			}
+			var v []float64
+			for _, m := range regexp.MustCompile(`time=([0-9.]+) ms`).FindAllStringSubmatch(string(out), -1) {
+				f, _ := strconv.ParseFloat(m[1], 64)
+				v = append(v, f)
+			}
+			sort.Float64s(v)
+			if len(v) == 0 {
+				t.Fatalf("no ping replies:\n%s", out)
+			}
+			return v[len(v)/2]
+		}
+		var addr string
+		if s.srvNS != "" {
+			addr = serveIn(t, s.srvNS, s.serverListenAddr)
+		} else {
+			addr = startHostServer(t, s.serverListenAddr)
+		}
+		// CPU of this process (client and server both run in it) per
+		// second of load, to compare with iperf3's own report.
+		var ru0, ru1 unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+		res, err := bloat.Run(context.Background(), bloat.Options{Addr: addr, Mode: bloat.ModeSpeedtest, Streams: 4,
+			Duration: time.Duration(secs) * time.Second, Idle: -1, NoICMP: true, Enter: s.enter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+		cpu := float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) / 1e9
+		cpuPct := 100 * cpu / (2 * float64(secs))
+		ipDown, ipUp := iperf(true), iperf(false)
+		nPing := 5 * secs
+		pMed := pingMedian(nPing)
+		idle, err := bloat.Run(context.Background(), bloat.Options{Addr: addr, Mode: bloat.ModeIdle,
+			Duration: time.Duration(nPing) * 200 * time.Millisecond, Enter: s.enter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := map[string]float64{}
+		for _, pk := range idle.Probes {
+			kind[pk.Kind] = pk.Idle.MedianMs
+		}
+		pct := func(a, b float64) float64 { return 100 * (a - b) / b }
+		lines = append(lines,
+			fmt.Sprintf("%-12s download: sqm %9.2f  iperf3 %9.2f Mbit/s (%+.1f%%)", s.name, res.DownloadMbps, ipDown, pct(res.DownloadMbps, ipDown)),
+			fmt.Sprintf("%-12s upload:   sqm %9.2f  iperf3 %9.2f Mbit/s (%+.1f%%)", s.name, res.UploadMbps, ipUp, pct(res.UploadMbps, ipUp)),
+			fmt.Sprintf("%-12s idle median: ping %.3f ms, sqm icmp %.3f ms (%+.3f), sqm udp %.3f ms (%+.3f)", s.name,
+				pMed, kind["icmp"], kind["icmp"]-pMed, kind["udp-be"], kind["udp-be"]-pMed),
+			fmt.Sprintf("%-12s cpu (client+server, %% of one core): sqm %.1f%% averaged over down+up; iperf3 %.1f%% down, %.1f%% up",
+				s.name, cpuPct, iperfCPU[0], iperfCPU[1]))
+	}
+	t.Logf("accuracy, %d s per load run, 4 streams:\n%s", secs, strings.Join(lines, "\n"))
+}
+
+func startHostServer(t *testing.T, addr string) string {
+	return serveIn(t, "", addr)
+}
