@@ -118,6 +118,9 @@ Example:
 					Store:  &service.Store{Dir: dir},
 					Plan:   buildPlan,
 					Log:    log,
+					// One section the kernel refuses must not keep
+					// the others unshaped.
+					Independent: true,
 				},
 				ConfigPath: flagString(fs, "config"),
 				Load: func(path string) ([]config.Queue, error) {

@@ -38,6 +38,11 @@ type Service struct {
 	Plan   PlanFunc
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Independent makes Apply treat sections separately: one that the
+	// kernel refuses is reported and the others are still applied, with
+	// no rollback. The daemon wants this (one broken section must not
+	// keep the WAN unshaped); the CLI wants all or nothing.
+	Independent bool
 }
 
 func (s *Service) log() *slog.Logger {
@@ -235,6 +240,7 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 	}
 	var did []done
 	var outs []Outcome
+	var failed []error
 	for _, t := range ts {
 		iface := t.Queue.Interface
 		prev, err := s.Store.Load(iface)
@@ -287,6 +293,10 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 		if err != nil {
 			s.Store.clearPending(iface)
 			err = fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
+			if s.Independent {
+				failed = append(failed, err)
+				continue
+			}
 			for i := len(did) - 1; i >= 0; i-- {
 				s.undo(did[i].t, did[i].prev, did[i].st)
 			}
@@ -311,7 +321,7 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 		outs = append(outs, Outcome{iface, t.Queue.Name, ActApplied, summary(t.Plan)})
 		s.log().Debug("applied", "interface", iface, "section", t.Queue.Name, "source", t.Source)
 	}
-	return outs, nil
+	return outs, errors.Join(failed...)
 }
 
 // undo puts one interface back to its state before this Apply call.

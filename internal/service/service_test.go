@@ -363,3 +363,18 @@ func TestCleanStale(t *testing.T) {
 		t.Error("live state removed")
 	}
 }
+
+func TestIndependentApply(t *testing.T) {
+	k := newFake("eth0", "eth1", "eth2")
+	s, _ := newService(t, k)
+	s.Independent = true
+	k.failApply["eth1"] = errors.New("kernel says no")
+	qs := []config.Queue{queue("a", "eth0", 1, 1), queue("b", "eth1", 1, 1), queue("c", "eth2", 1, 1)}
+	outs, err := s.Start(qs, "x", PrepareOptions{}, false)
+	if err == nil || !strings.Contains(err.Error(), `queue "b" on eth1`) {
+		t.Errorf("err = %v; want the eth1 failure", err)
+	}
+	if got := actions(outs); got != "eth0=applied eth2=applied" {
+		t.Errorf("outcomes %q; want the other sections applied", got)
+	}
+}
