@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"sqm/internal/cli"
 )
@@ -266,5 +267,38 @@ func TestHostPlanChangesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(r.state); err == nil {
 		t.Error("plan created the state dir")
+	}
+}
+
+// TestHostDaemonReappliesRecreatedInterface runs the daemon as a child
+// process on this machine's kernel (htb+pfifo) and measures how fast a
+// deleted and re-created interface is shaped again, and a late one shaped.
+func TestHostDaemonReappliesRecreatedInterface(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon process; skipped with -short")
+	}
+	r := newRig(t)
+	r.config(simplestPfifo)
+	d := r.startDaemon(t, "--debounce", "200ms", "--log-level", "info")
+	pfifo := func() bool {
+		out, err := r.ns.try("tc qdisc show dev sq0")
+		return err == nil && strings.Contains(out, "qdisc pfifo") && strings.Contains(out, "qdisc ingress ffff:")
+	}
+	waitFor(t, 10*time.Second, "daemon waiting for sq0", func() bool { return strings.Contains(d.logs.String(), "msg=waiting") })
+	r.ns.sh(t, "ip link add sq0 type veth peer name sq1 && ip link set sq1 up && ip link set sq0 up")
+	late := waitFor(t, 10*time.Second, "sq0 shaped after it appeared", pfifo)
+	var again []time.Duration
+	for range 3 {
+		r.ns.sh(t, "ip link del sq0 && ip link add sq0 type veth peer name sq1 && ip link set sq1 up && ip link set sq0 up")
+		again = append(again, waitFor(t, 10*time.Second, "sq0 shaped again", pfifo))
+	}
+	t.Logf("late interface shaped after %v; re-created interface shaped again after %v (debounce 200ms)", late, again)
+	if n := strings.Count(r.ns.sh(t, "ip -o link show type ifb"), "ifb4sq0"); n != 1 {
+		t.Errorf("%d ifb4sq0 devices; want 1", n)
+	}
+	for _, l := range again {
+		if l > 3*time.Second {
+			t.Errorf("re-apply took %v; want well under 3 s with a 200ms debounce", l)
+		}
 	}
 }
