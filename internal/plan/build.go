@@ -59,7 +59,7 @@ const (
 	tbfLatency      = 300 * time.Millisecond
 	defaultStabMTU  = 2047
 	defaultStabTSz  = 512
-	minRateKbit     = 16 // below this the simple.qos class arithmetic breaks down
+	minRateKbit     = 64 // below this simple.qos's class rates (C/6, C-16) degenerate
 	defaultCakeOpts = "diffserv3 nat"
 )
 

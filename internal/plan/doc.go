@@ -56,7 +56,8 @@
 //     adaptation, as in sqm-scripts, but the plan says so in a note.
 //   - simple at rates below 384 kbit/s clamps the priority class rate to
 //     its ceiling (sqm-scripts gave HTB rate 128kbit > ceil); rates below
-//     16 kbit/s are rejected (simple's C-16 ceiling would go negative).
+//     64 kbit/s are rejected (simple's C/6 and C-16 class rates would
+//     degenerate to nothing; no real link is that slow).
 //   - bfifo's byte limit is (ilimit/elimit, default 1001) * MTU, i.e. the
 //     packet limit in full-size packets.
 //   - A cake root gets the explicit handle 1: (sqm-scripts let the kernel

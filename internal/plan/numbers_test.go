@@ -458,3 +458,28 @@ func TestParseHandle(t *testing.T) {
 		}
 	}
 }
+
+// Below 384 kbit/s sqm-scripts' priority class rate (128 kbit) exceeds its
+// ceiling (C/3); we clamp it and say so. Below 64 kbit/s we refuse.
+func TestSimpleSlowLink(t *testing.T) {
+	q := baseQueue()
+	q.Upload, q.Download, q.SquashIngress = 100, 64, false
+	p := mustBuild(t, q, 1500)
+	for _, tr := range []*Tree{p.Egress, p.Ingress.Shaper} {
+		for _, c := range tr.Classes {
+			if c.HTB.RateBits > c.HTB.CeilBits || c.HTB.RateBits == 0 {
+				t.Errorf("%s class %s: rate %d ceil %d", tr.Device, c.ClassID, c.HTB.RateBits, c.HTB.CeilBits)
+			}
+		}
+	}
+	if r := p.Egress.Classes[1].HTB.RateBits; r != 33000 {
+		t.Errorf("priority rate %d, want clamped to 33000", r)
+	}
+	if len(p.Notes) < 2 || !strings.Contains(strings.Join(p.Notes, "\n"), "upload rate 100 kbit/s is below 384") {
+		t.Errorf("notes %q lack the clamp", p.Notes)
+	}
+	q.Upload = 63
+	if _, err := Build(q, Env{MTU: 1500}); err == nil {
+		t.Errorf("upload 63 kbit/s accepted")
+	}
+}
