@@ -132,6 +132,20 @@ func TestHostStartStopStatus(t *testing.T) {
 		t.Errorf("htb root counted no packets after pings:\n%s", js)
 	}
 
+	// Restart rebuilds from scratch (counters reset); a broken config
+	// makes it change nothing.
+	if out := r.mustRun("restart"); !strings.Contains(out, "sq0: removed") || !strings.Contains(out, "sq0: applied") {
+		t.Errorf("restart:\n%s", out)
+	}
+	r.config(strings.Replace(simplestPfifo, "simplest.qos", "nosuch.qos", 1))
+	if _, e, code := r.run("restart"); code != 1 || !strings.Contains(e, "nosuch") {
+		t.Errorf("restart with a broken config: exit %d\n%s", code, e)
+	}
+	if !strings.Contains(r.ns.tc(t, "qdisc show dev sq0"), "htb 1:") {
+		t.Error("restart with a broken config removed the shaping")
+	}
+	r.config(simplestPfifo)
+
 	// Someone deletes the root: start notices and rebuilds.
 	r.ns.sh(t, "tc qdisc del dev sq0 root")
 	if out := r.mustRun("start"); !strings.Contains(out, "sq0: applied") {
