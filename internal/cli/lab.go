@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sqm/internal/lab"
+	"sqm/internal/units"
 	"sqm/internal/vm"
 )
 
@@ -50,7 +51,7 @@ Example:
   $ sudo sqm lab --vm
   $ sudo sqm lab --down 1mbit --up 1mbit --linklayer atm --overhead 44 --vm`,
 		flags: func(fs *flag.FlagSet) {
-			fs.String("down", "20mbit", "emulated `rate` towards the client (tc units: 20mbit, 900kbit)")
+			fs.String("down", "20mbit", "emulated `rate` towards the client (tc units: 20mbit, 900kbit; a bare number is bit/s)")
 			fs.String("up", "5mbit", "emulated `rate` towards the server")
 			fs.Duration("rtt", 20*time.Millisecond, "base round-trip `time` of the emulated line (half each way)")
 			fs.Uint("buffer", 1000, "modem FIFO length in `packets` (the bloat)")
@@ -126,10 +127,10 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 	var o lab.Options
 	link := lab.DefaultLink()
 	var err error
-	if link.DownBits, err = lab.ParseRate(str("down")); err != nil {
+	if link.DownBits, err = units.ParseRate(str("down")); err != nil {
 		return o, usageError("--down: %v", err)
 	}
-	if link.UpBits, err = lab.ParseRate(str("up")); err != nil {
+	if link.UpBits, err = units.ParseRate(str("up")); err != nil {
 		return o, usageError("--up: %v", err)
 	}
 	link.RTT = get("rtt").(time.Duration)
@@ -160,12 +161,12 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 		s.Overhead = &v
 	}
 	if v := str("shape-down"); v != "" {
-		if s.DownBits, err = lab.ParseRate(v); err != nil {
+		if s.DownBits, err = units.ParseRate(v); err != nil {
 			return o, usageError("--shape-down: %v", err)
 		}
 	}
 	if v := str("shape-up"); v != "" {
-		if s.UpBits, err = lab.ParseRate(v); err != nil {
+		if s.UpBits, err = units.ParseRate(v); err != nil {
 			return o, usageError("--shape-up: %v", err)
 		}
 	}

@@ -2,9 +2,9 @@ package lab
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"sqm/internal/units"
 )
 
 // Link is the emulated broadband line the isp namespace plays: the modem's
@@ -85,38 +85,5 @@ func (l Link) Efficiency() float64 {
 	return float64(tcpPayload) / float64(m.wireBytes(1500))
 }
 
-// ParseRate reads a rate the way tc and sqm-scripts write it: a number with
-// an optional unit bit, kbit, mbit, gbit (also k/m/g, kbps... as bytes are
-// not accepted). A bare number is kbit/s, sqm-scripts' unit.
-func ParseRate(s string) (uint64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}, {"g", 1e9}, {"m", 1e6}, {"k", 1e3}}
-	mult := 1e3
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*mult > 1e12 {
-		return 0, fmt.Errorf("rate %q is not a rate: write e.g. 20mbit, 900kbit or 5000 (kbit/s)", s)
-	}
-	return uint64(v*mult + 0.5), nil
-}
-
-// FormatRate writes bits/s the short way tc does ("20mbit", "4500kbit").
-func FormatRate(bits uint64) string {
-	switch {
-	case bits >= 1e9 && bits%1e9 == 0:
-		return fmt.Sprintf("%dgbit", bits/1e9)
-	case bits >= 1e6 && bits%1e6 == 0:
-		return fmt.Sprintf("%dmbit", bits/1e6)
-	case bits >= 1e3 && bits%1e3 == 0:
-		return fmt.Sprintf("%dkbit", bits/1e3)
-	}
-	return fmt.Sprintf("%dbit", bits)
-}
+// FormatRate writes bits/s the way tc does ("20Mbit", "4500Kbit").
+func FormatRate(bits uint64) string { return units.FormatRate(bits) }
