@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sqm/internal/testutil"
 )
 
 // readCPIO parses a newc archive back into name -> (mode, data), so the
@@ -197,10 +199,12 @@ func TestCommandScriptQuoting(t *testing.T) {
 	}
 }
 
-// TestBoot boots the real VM from the host (about 10 s), so it needs root
-// (Debian's vmlinuz is 0600), qemu and the Debian kernel; it is skipped
-// with -short and wherever those are missing.
+// TestBoot boots the real VM from the host (10 to 30 s), so it needs qemu
+// and the Debian kernel; it is skipped with -short, wherever those are
+// missing, and without root, so that a plain `go test ./...` stays fast
+// (`make test` runs as root).
 func TestBoot(t *testing.T) {
+	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("boots a VM (about 10 s); skipped with -short")
 	}
