@@ -39,6 +39,13 @@
 // (such as the daemon's own `sqm` section) are ignored without warnings and
 // left in File.UCI for their owners.
 //
+// # Verification
+//
+// TestSQMScriptsDifferential runs the real sqm-scripts (run-openwrt.sh,
+// defaults.sh, functions.sh, reading the file through a real libuci) on
+// random files and compares every variable it hands to start-sqm with our
+// Queue; see that test for how to enable it.
+//
 // # Deliberate differences from sqm-scripts
 //
 //   - A malformed value is an error naming file:line, section and option,
@@ -60,6 +67,14 @@
 //     would read a leading 0 as octal in places).
 //   - Two enabled sections on one interface: a warning; sqm-scripts started
 //     the first and skipped the second silently.
+//   - The file is read strictly, as `uci` reads it by default. sqm-scripts'
+//     config_load runs `uci -S` (non-strict): it drops extra arguments
+//     (`option download 1 2` is 1), skips lines that do not parse, and lets
+//     `config sqm 'wan'` turn an earlier queue 'wan' into an sqm section.
+//     We report all of these as errors.
+//   - debug_logging and verbosity apply to their own section. In run.sh a
+//     non-empty value of the first started section leaks into all later
+//     ones (they are exported with ${VAR:-...}).
 //   - The environment overrides SQM_DEBUG and SQM_VERBOSITY_MAX, and the
 //     legacy ZERO_DSCP/SQUASH_DSCP variables, are not read here; they are
 //     not part of the file.
