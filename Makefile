@@ -36,10 +36,12 @@ unit:
 vmtest:
 	$(GO) run ./tools/vmtest
 
-# Placeholder until `sqm lab` exists: something real that shows the VM
-# harness and cake working.
-demo: setup
-	$(GO) run ./tools/vmtest -run TestVMCake ./internal/features
+# The lab: an emulated bloated link, measured without and with sqm. Where
+# the kernel lacks netem or cake (like the development machines'), the lab
+# runs inside the VM (`sqm lab --vm`).
+demo: setup build
+	@if modprobe -q sch_netem 2>/dev/null && modprobe -q sch_cake 2>/dev/null; then \
+		bin/sqm lab; else bin/sqm lab --vm; fi
 
 # Stripped static binaries for router targets, with their sizes.
 SIZE_TARGETS = linux/amd64 linux/arm64 linux/arm/7 linux/mipsle/softfloat
