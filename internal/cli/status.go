@@ -11,7 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/plan"
 	"sqm/internal/service"
 )
 
@@ -70,7 +72,10 @@ type statusEntry struct {
 	Of     string               `json:"ifb_of,omitempty"`
 	State  *service.State       `json:"state,omitempty"`
 	Kernel *kernel.DeviceStatus `json:"kernel,omitempty"`
-	Error  string               `json:"error,omitempty"`
+	// Drift is how the kernel's tree differs from the applied plan; empty
+	// when it matches (or there is no state to compare with).
+	Drift string `json:"drift,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 type statusOutput struct {
@@ -90,6 +95,8 @@ func (r *statusOutput) err() error {
 // statusKernel is the part of *kernel.Conn status needs.
 type statusKernel interface {
 	Status(devices ...string) ([]kernel.DeviceStatus, error)
+	LinkMTU(iface string) (int, error)
+	Matches(p *plan.Plan) (ok bool, diff string, err error)
 }
 
 func statusReport(k statusKernel, states []*service.State, ifaces []string, now time.Time) *statusOutput {
@@ -122,7 +129,31 @@ func deviceEntry(k statusKernel, dev, of string, st *service.State) statusEntry 
 	case len(ds) == 1:
 		e.Kernel = &ds[0]
 	}
+	if st != nil && e.Kernel != nil {
+		e.Drift = drift(k, st)
+	}
 	return e
+}
+
+// drift rebuilds the applied section's plan and asks the kernel whether it
+// still holds it.
+func drift(k statusKernel, st *service.State) string {
+	mtu, err := k.LinkMTU(st.Interface)
+	if err != nil {
+		return err.Error()
+	}
+	p, err := buildPlan(&st.Queue, mtu)
+	if err != nil {
+		return "cannot rebuild the applied plan: " + err.Error()
+	}
+	ok, diff, err := k.Matches(p)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !ok:
+		return strings.Join(strings.Fields(diff), " ")
+	}
+	return ""
 }
 
 func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
@@ -135,6 +166,16 @@ func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s: %s\n", e.Device, deviceHeadline(e, now))
+		if st := e.State; st != nil {
+			fmt.Fprintf(w, "  %s\n", sectionSummary(&st.Queue))
+			if e.Kernel != nil {
+				if e.Drift != "" {
+					fmt.Fprintf(w, "  tree DIFFERS from what sqm applied: %s\n  ('sqm start' or the daemon restores it)\n", e.Drift)
+				} else {
+					fmt.Fprintln(w, "  tree as applied")
+				}
+			}
+		}
 		if e.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", e.Error)
 		}
@@ -179,6 +220,21 @@ func printDevice(w io.Writer, d *kernel.DeviceStatus) {
 			printTins(w, q.Cake)
 		}
 	}
+}
+
+// sectionSummary says in one line what the section asked for.
+func sectionSummary(q *config.Queue) string {
+	dir := func(kbit uint64) string {
+		if kbit == 0 {
+			return "unshaped"
+		}
+		return fmt.Sprintf("%d kbit/s", kbit)
+	}
+	s := fmt.Sprintf("download %s, upload %s, %s/%s", dir(q.Download), dir(q.Upload), strings.TrimSuffix(q.Script, ".qos"), q.Qdisc)
+	if q.LinkLayer != "" && q.LinkLayer != "none" {
+		s += fmt.Sprintf(", %s overhead %d", q.LinkLayer, q.Overhead)
+	}
+	return s
 }
 
 func counters(c kernel.Counters) string {

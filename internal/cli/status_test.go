@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sqm/internal/config"
 	"sqm/internal/kernel"
 	"sqm/internal/plan"
 	"sqm/internal/service"
@@ -30,6 +31,16 @@ func updateGolden() bool {
 // fakeStatus returns canned kernel status: a cake egress root with
 // diffserv4 tins on eth1, an htb tree on its IFB.
 type fakeStatus map[string]kernel.DeviceStatus
+
+func (f fakeStatus) LinkMTU(iface string) (int, error) { return 1500, nil }
+
+// Matches says eth1's tree differs, so the golden file shows drift.
+func (f fakeStatus) Matches(p *plan.Plan) (bool, string, error) {
+	if p.Interface == "eth1" {
+		return false, "egress root: want cake 8001:,\n have fq_codel", nil
+	}
+	return true, "", nil
+}
 
 func (f fakeStatus) Status(devs ...string) ([]kernel.DeviceStatus, error) {
 	var out []kernel.DeviceStatus
@@ -68,10 +79,15 @@ func TestStatusGolden(t *testing.T) {
 		}},
 		"eth2": {Device: "eth2", Ifindex: 3, Qdiscs: []kernel.QdiscStatus{{Kind: "noqueue", Parent: plan.HandleRoot}}},
 	}
+	wan := config.Defaults()
+	wan.Name, wan.Interface, wan.Enabled, wan.Download, wan.Upload = "wan", "eth1", true, 85000, 10000
+	wan.LinkLayer, wan.Overhead = "ethernet", 34
+	cli := config.Defaults()
+	cli.Name, cli.Interface, cli.Enabled, cli.Download, cli.Upload, cli.Script, cli.Qdisc = "cli", "ppp0", true, 0, 2000, "simplest", "fq_codel"
 	states := []*service.State{
 		{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3", AppliedAt: applied,
-			Owned: kernel.Owned{Interface: "eth1", IFB: "ifb4eth1"}},
-		{Interface: "ppp0", Source: service.SourceCLI, Section: "cli", AppliedAt: applied},
+			Queue: wan, Owned: kernel.Owned{Interface: "eth1", IFB: "ifb4eth1"}},
+		{Interface: "ppp0", Source: service.SourceCLI, Section: "cli", AppliedAt: applied, Queue: cli},
 	}
 	tests := []struct {
 		name   string

@@ -98,7 +98,7 @@ func TestHostStartStopStatus(t *testing.T) {
 	// Status, human and JSON. Send some packets through the shaper first.
 	r.ns.sh(t, "ip addr add 10.9.0.1/24 dev sq0; ping -c 3 -i 0.2 -W 1 10.9.0.2 >/dev/null 2>&1 || true")
 	st := r.mustRun("status")
-	for _, want := range []string{`sq0: section "wan"`, "qdisc  htb", "class  htb", "ifb4sq0: IFB shaping the ingress of sq0", "drops", "backlog"} {
+	for _, want := range []string{`sq0: section "wan"`, "tree as applied", "download 20000 kbit/s", "qdisc  htb", "class  htb", "ifb4sq0: IFB shaping the ingress of sq0", "drops", "backlog"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("status lacks %q:\n%s", want, st)
 		}
@@ -148,6 +148,9 @@ func TestHostStartStopStatus(t *testing.T) {
 
 	// Someone deletes the root: start notices and rebuilds.
 	r.ns.sh(t, "tc qdisc del dev sq0 root")
+	if st := r.mustRun("status", "sq0"); !strings.Contains(st, "tree DIFFERS") {
+		t.Errorf("status does not show the deleted root:\n%s", st)
+	}
 	if out := r.mustRun("start"); !strings.Contains(out, "sq0: applied") {
 		t.Errorf("start after tampering:\n%s", out)
 	}
