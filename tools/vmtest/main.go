@@ -81,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(p.Tests) == 0 {
 			continue
 		}
+		if hiddenInVM(p.Dir) {
+			fmt.Fprintf(stderr, "vmtest: package %s is in %s, which the VM hides under a fresh tmpfs (/tmp and /run): move the checkout elsewhere, e.g. /var/tmp\n", p.ImportPath, p.Dir)
+			return 1
+		}
 		selected = append(selected, p)
 	}
 	if len(selected) == 0 {
@@ -205,6 +209,17 @@ func splitRun(s string) (*regexp.Regexp, string, error) {
 	}
 	re, err := regexp.Compile(s)
 	return re, "", err
+}
+
+// hiddenInVM reports whether a host path is covered by the VM's own tmpfs
+// mounts.
+func hiddenInVM(dir string) bool {
+	for _, m := range []string{"/tmp", "/run"} {
+		if dir == m || strings.HasPrefix(dir, m+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 var testVMRe = regexp.MustCompile(`(?m)^func (TestVM[A-Za-z0-9_]*)\(`)

@@ -82,3 +82,11 @@ func TestRunScript(t *testing.T) {
 		}
 	}
 }
+
+func TestHiddenInVM(t *testing.T) {
+	for dir, want := range map[string]bool{"/tmp/x": true, "/run": true, "/tmpfoo": false, "/work/main/internal/vm": false, "/var/tmp/x": false} {
+		if got := hiddenInVM(dir); got != want {
+			t.Errorf("hiddenInVM(%q) = %v, want %v", dir, got, want)
+		}
+	}
+}
