@@ -126,6 +126,7 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 		want[i] = true
 	}
 	var errs []error
+	var waiting []Target // planned only to check them
 	out := &Prepared{}
 	seen := map[string]bool{}
 	byIface := map[string]*config.Queue{}
@@ -152,11 +153,19 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 		}
 		mtu := 1500
 		if !exists {
-			if o.AllowMissing {
-				out.Waiting = append(out.Waiting, q)
+			if !o.AllowMissing {
+				errs = append(errs, q.Errorf("interface", "interface %s does not exist; create it first, or run 'sqm daemon', which shapes it when it appears", q.Interface))
 				continue
 			}
-			errs = append(errs, q.Errorf("interface", "interface %s does not exist; create it first, or run 'sqm daemon', which shapes it when it appears", q.Interface))
+			// Check it now (at MTU 1500), not when the interface
+			// finally appears and nobody is watching the log.
+			p, err := s.Plan(&q, mtu)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out.Waiting = append(out.Waiting, q)
+			waiting = append(waiting, Target{Queue: q, Source: source, Plan: p})
 			continue
 		}
 		if m, err := s.Kernel.LinkMTU(q.Interface); err != nil {
@@ -182,7 +191,7 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 			errs = append(errs, fmt.Errorf("no enabled queue section for interface %s in %s; add one or set its enabled option to 1", i, source))
 		}
 	}
-	if err := s.checkCollisions(out.Targets, nil); err != nil {
+	if err := s.checkCollisions(append(append([]Target(nil), out.Targets...), waiting...), nil); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
