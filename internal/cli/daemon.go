@@ -122,7 +122,7 @@ Example:
 					// the others unshaped.
 					Independent: true,
 				},
-				ConfigPath: flagString(fs, "config"),
+				ConfigPath: configSource(fs),
 				Load: func(path string) ([]config.Queue, error) {
 					return loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
 				},

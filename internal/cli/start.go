@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"sqm/internal/config"
@@ -101,7 +102,7 @@ func openSession(env *Env, fs *flag.FlagSet) (*session, error) {
 			Plan:   buildPlan,
 			Log:    newLogger(env.Stderr, slog.LevelWarn),
 		},
-		conn: conn, lock: lock, source: flagString(fs, "config"),
+		conn: conn, lock: lock, source: configSource(fs),
 	}, nil
 }
 
@@ -167,4 +168,18 @@ func loadConfig(env *Env, path string) ([]config.Queue, error) {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
 	return f.Queues, nil
+}
+
+// configSource is --config as an absolute path: state records it as the
+// source of each section, and `sqm reload --config ./sqm` run from another
+// directory must recognise its own sections.
+func configSource(fs *flag.FlagSet) string {
+	p := flagString(fs, "config")
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

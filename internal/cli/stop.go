@@ -31,7 +31,7 @@ Example:
 				return err
 			}
 			defer s.close()
-			outs, err := s.svc.Stop(service.StopOptions{Ifaces: args, Source: flagString(fs, "config")})
+			outs, err := s.svc.Stop(service.StopOptions{Ifaces: args, Source: configSource(fs)})
 			printOutcomes(env.Stdout, outs)
 			return err
 		},
