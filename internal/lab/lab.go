@@ -71,6 +71,7 @@ type LinkReport struct {
 	MaxGoodputDownMbps float64  `json:"max_goodput_down_mbps"`
 	MaxGoodputUpMbps   float64  `json:"max_goodput_up_mbps"`
 	Namespaces         []string `json:"namespaces"`
+	nsIDs              []string // /proc identities, for tests
 	// Modem is the netem counters of each direction (dn0 towards the
 	// client, up0 towards the server) after each run; they are cumulative,
 	// so "after" minus "before" is the shaped run's share. Drops and a
@@ -146,7 +147,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}
 	defer srv.stop()
 
-	rep = &Report{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names()}}
+	rep = &Report{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
 	eff := link.Efficiency()
 	rep.Link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
 	rep.Link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6

@@ -17,7 +17,6 @@ import (
 // rate each way.
 func TestVMLabDefault(t *testing.T) {
 	testutil.RequireVM(t)
-	host := hostNetNS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -66,7 +65,10 @@ func TestVMLabDefault(t *testing.T) {
 	if len(rep.Link.Namespaces) != 4 {
 		t.Errorf("namespaces = %v, want client, router, isp, server", rep.Link.Namespaces)
 	}
-	if n := ourNetNSRefs(t, host); n != 0 {
+	if len(rep.Link.nsIDs) != 4 {
+		t.Errorf("namespace ids = %v", rep.Link.nsIDs)
+	}
+	if n := ourNetNSRefs(t, rep.Link.nsIDs...); n != 0 {
 		t.Errorf("after Run returned, this process still holds %d references to lab namespaces", n)
 	}
 }

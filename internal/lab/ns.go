@@ -78,6 +78,12 @@ func newNetNS(name string) (*netNS, error) {
 
 func (n *netNS) Name() string { return n.name }
 
+// id is the namespace's identity as /proc shows it ("net:[4026532211]").
+func (n *netNS) id() string {
+	s, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", n.fd))
+	return s
+}
+
 // Do runs fn on an OS thread switched into the namespace, then switches the
 // thread back. Sockets fn creates stay in the namespace for good.
 func (n *netNS) Do(fn func() error) error {

@@ -40,6 +40,18 @@ func (t *topology) all() []namespace {
 	return []namespace{t.client, t.router, t.isp, t.server}
 }
 
+// ids are the namespaces' /proc identities, for tests that check nothing
+// still refers to them.
+func (t *topology) ids() []string {
+	var s []string
+	for _, n := range t.all() {
+		if n, ok := n.(*netNS); ok && n.fd >= 0 {
+			s = append(s, n.id())
+		}
+	}
+	return s
+}
+
 func (t *topology) names() []string {
 	var s []string
 	for _, n := range t.all() {
