@@ -62,9 +62,13 @@ func TestNetnsRRUL(t *testing.T) {
 	}
 	t.Logf("down %.2f up %.2f Mbit/s; idle median %.3f ms, loaded median %.3f ms, induced %.1f, grade %s, %.0f RPM; notes %q",
 		res.DownloadMbps, res.UploadMbps, res.Idle.MedianMs, res.Loaded.MedianMs, res.InducedMs, res.Grade, res.RPM, res.Notes)
+	// htb counts Ethernet frames, so TCP goodput tops out near 19.1 Mbit/s.
+	// Uploads have come out 14..18.5 in RRUL runs here (they share the
+	// client's side with the downloads' ACKs and start into a full queue);
+	// the bounds catch a broken load path, not a slightly slow one.
 	for name, v := range map[string]float64{"download": res.DownloadMbps, "upload": res.UploadMbps} {
-		if v < 12 || v > 20.5 {
-			t.Errorf("%s goodput %.2f Mbit/s through a 20 Mbit/s htb, want 12..20.5", name, v)
+		if v < 10 || v > 20.5 {
+			t.Errorf("%s goodput %.2f Mbit/s through a 20 Mbit/s htb, want 10..20.5", name, v)
 		}
 	}
 	if res.InducedMs < 5 {
