@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"sqm/internal/bloat"
+	"sqm/internal/stats"
 )
 
 // canvas is what the layout draws on. Coordinates are pixels, origin top
@@ -325,7 +326,7 @@ func layout(c canvas, r *bloat.Result) {
 			pts = append(pts, pt{x, cp.py(100 * float64(i) / float64(len(set.v)))}, pt{x, cp.py(100 * float64(i+1) / float64(len(set.v)))})
 		}
 		c.polyline(pts, set.col, 2)
-		med := set.v[len(set.v)/2]
+		med := stats.Percentile(set.v, 50) // as in the text summary
 		items = append(items, legendItem{label: fmt.Sprintf("%s %.2f", set.name, med), color: set.col, bold: true})
 	}
 	legend(c, legendX, y+10, "CDF (median ms)", items)
