@@ -446,3 +446,20 @@ func TestDistSample(t *testing.T) {
 		t.Errorf("sample: %d queues, warnings %v; want at least one queue and no warnings", len(f.Queues), f.Warnings)
 	}
 }
+
+func TestEnabledSkipsSecondSectionOnAnInterface(t *testing.T) {
+	f, err := Load("testdata/warnings.sqm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range f.Enabled() {
+		got = append(got, q.Name)
+	}
+	if strings.Join(got, ",") != "wan" {
+		t.Errorf("Enabled() = %v, want only wan (wan_copy shapes the same interface)", got)
+	}
+	if len(f.Queues) != 3 || !f.Queues[1].Enabled {
+		t.Errorf("Queues keeps every section as written; got %d, wan_copy enabled=%v", len(f.Queues), f.Queues[1].Enabled)
+	}
+}

@@ -34,11 +34,15 @@ func (w Warning) String() string {
 	return (&OptionError{Pos: w.Pos, Section: w.Section, Option: w.Option, Msg: w.Msg}).Error()
 }
 
-// Enabled returns the queues that sqm-scripts would start (enabled "1").
+// Enabled returns the queues that sqm-scripts would start: enabled "1",
+// and only the first of several on one interface (run.sh skips the later
+// ones because the first one's state file exists; Parse warns about them).
 func (f *File) Enabled() []Queue {
 	var out []Queue
+	seen := map[string]bool{}
 	for _, q := range f.Queues {
-		if q.Enabled {
+		if q.Enabled && !seen[q.Interface] {
+			seen[q.Interface] = true
 			out = append(out, q)
 		}
 	}
