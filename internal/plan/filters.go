@@ -1,25 +1,26 @@
 package plan
 
-import "fmt"
+import "strconv"
 
 // dscpClass is one row of sqm-scripts' `diffserv` map (§3.2, §7.13): a
 // TOS byte value (DSCP << 2), compared under mask 0xfc so ECN bits are
 // ignored, and the class it goes to.
 type dscpClass struct {
 	tos   uint8
+	hex   string // tos as written in comments
 	name  string
 	class uint16 // minor of 1:x
 }
 
 func dscpMap() []dscpClass {
 	return []dscpClass{
-		{0x00, "CS0/BE", 0x12},
-		{0x20, "CS1", 0x13},
-		{0x10, "TOS low-delay", 0x11},
-		{0xb8, "EF", 0x11},
-		{0xc0, "CS6", 0x11},
-		{0xe0, "CS7", 0x11},
-		{0x90, "AF42", 0x11},
+		{0x00, "0x00", "CS0/BE", 0x12},
+		{0x20, "0x20", "CS1", 0x13},
+		{0x10, "0x10", "TOS low-delay", 0x11},
+		{0xb8, "0xb8", "EF", 0x11},
+		{0xc0, "0xc0", "CS6", 0x11},
+		{0xe0, "0xe0", "CS7", 0x11},
+		{0x90, "0x90", "AF42", 0x11},
 	}
 }
 
@@ -72,12 +73,6 @@ func (e encap) icmpKey() U32Key {
 	return U32Key{Val: 1 << 16, Mask: 0x00ff0000, Off: e.off + 8}
 }
 
-func (e encap) keys(k U32Key) *U32 {
-	keys := make([]U32Key, 0, len(e.guard)+1)
-	keys = append(keys, e.guard...)
-	return &U32{Keys: append(keys, k)}
-}
-
 // dscpFilters is simple.qos's classifier as u32 filters on parent, used in
 // both directions: ICMP/ICMPv6 to bulk (1:13) first, so it is bulk whatever
 // its DSCP, as sqm-scripts intends; then the DSCP map for every
@@ -86,13 +81,30 @@ func (e encap) keys(k U32Key) *U32 {
 // prio and protocol and refuses a second protocol on a used prio.
 func dscpFilters(parent Handle) []Filter {
 	encaps, dscpMap := encaps(), dscpMap()
-	fs := make([]Filter, 0, len(encaps)*(len(dscpMap)+1)+1)
+	n := len(encaps)*(len(dscpMap)+1) + 1
+	fs := make([]Filter, 0, n)
+	// One allocation each for the selectors and their keys (at most two
+	// keys a filter): Build runs this for both directions of every plan.
+	sels := make([]U32, 0, n)
+	keys := make([]U32Key, 0, 2*n)
+	sel := func(ks ...U32Key) *U32 {
+		start := len(keys)
+		keys = append(keys, ks...)
+		sels = append(sels, U32{Keys: keys[start:len(keys):len(keys)]})
+		return &sels[len(sels)-1]
+	}
 	prio := uint16(1)
 	add := func(e encap, k U32Key, class uint16, what string) {
+		var u *U32
+		if len(e.guard) > 0 {
+			u = sel(e.guard[0], k)
+		} else {
+			u = sel(k)
+		}
 		fs = append(fs, Filter{
 			Parent: parent, Prio: prio, Protocol: e.protocol, Kind: "u32",
-			U32: e.keys(k), FlowID: MakeHandle(1, class),
-			Comment: fmt.Sprintf("%s %s -> 1:%x", e.name, what, class),
+			U32: u, FlowID: MakeHandle(1, class),
+			Comment: e.name + " " + what + " -> 1:" + strconv.FormatUint(uint64(class), 16),
 		})
 		prio++
 	}
@@ -105,12 +117,12 @@ func dscpFilters(parent Handle) []Filter {
 	}
 	for _, e := range encaps {
 		for _, d := range dscpMap {
-			add(e, e.dscpKey(d.tos), d.class, fmt.Sprintf("DSCP %s (tos 0x%02x)", d.name, d.tos))
+			add(e, e.dscpKey(d.tos), d.class, "DSCP "+d.name+" (tos "+d.hex+")")
 		}
 	}
 	fs = append(fs, Filter{
 		Parent: parent, Prio: 999, Protocol: "all", Kind: "u32",
-		U32: &U32{Keys: []U32Key{{}}}, FlowID: MakeHandle(1, 0x12),
+		U32: sel(U32Key{}), FlowID: MakeHandle(1, 0x12),
 		Comment: "everything else -> 1:12 (best effort)",
 	})
 	return fs
