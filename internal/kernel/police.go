@@ -3,6 +3,8 @@ package kernel
 import (
 	"encoding/binary"
 	"math"
+
+	tc "github.com/florianl/go-tc"
 )
 
 // ticksPerMicrosecond converts time to psched ticks. Kernels since 2.6.31
@@ -117,4 +119,44 @@ func policeOptions(rateBits uint64, burst, mtu uint32, tick float64) (tbf []byte
 		rate64 = rate
 	}
 	return tbf, rtab, rate64
+}
+
+// rateCfg is the kernel's struct psched_ratecfg: it turns lengths into
+// times with a multiply and shift instead of a division.
+type rateCfg struct {
+	rate      uint64
+	mult      uint64
+	shift     uint
+	overhead  uint32
+	mpu       uint32
+	linkLayer uint8
+}
+
+// newRateCfg is psched_ratecfg_precompute.
+func newRateCfg(rate uint64, conf tc.RateSpec) rateCfg {
+	r := rateCfg{rate: rate, mult: 1, overhead: uint32(conf.Overhead), mpu: uint32(conf.Mpu), linkLayer: conf.Linklayer}
+	if rate > 0 {
+		factor := uint64(1e9)
+		for {
+			r.mult = factor / rate
+			if r.mult&(1<<31) != 0 || factor&(1<<63) != 0 {
+				break
+			}
+			factor <<= 1
+			r.shift++
+		}
+	}
+	return r
+}
+
+// l2tNS is psched_l2t_ns: nanoseconds to send size bytes.
+func (r rateCfg) l2tNS(size uint32) uint64 {
+	l := size + r.overhead
+	if l < r.mpu {
+		l = r.mpu
+	}
+	if r.linkLayer == linkLayerATM {
+		l = (l + atmCellPayload - 1) / atmCellPayload * atmCellSize
+	}
+	return (uint64(l) * r.mult) >> r.shift
 }

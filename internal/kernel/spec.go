@@ -175,7 +175,12 @@ func qdiscOp(dev string, q *plan.Qdisc, tick float64) (op, error) {
 		}
 		p.Buffer = xmitTicks(rate, q.TBF.Burst, tick)
 		p.Limit = sat32(uint64(float64(rate)*q.TBF.Latency.Seconds()) + uint64(q.TBF.Burst))
-		a.Tbf = &tc.Tbf{Parms: p}
+		// Like tc, also send the burst in bytes (TCA_TBF_BURST): the
+		// kernel then derives the bucket from it with its own rate
+		// arithmetic, and the dump shows that value.
+		a.Tbf = &tc.Tbf{Parms: p, Burst: u32p(q.TBF.Burst)}
+		rc := newRateCfg(rate, p.Rate)
+		p.Buffer = uint32(rc.l2tNS(q.TBF.Burst) >> 6)
 		if rate >= 1<<32 {
 			// go-tc's Tbf has no RATE64; tbf above 34 Gbit/s is not an sqm use.
 			return o, fmt.Errorf("tbf rate %d bit/s above 34 Gbit/s is not supported", q.TBF.RateBits)
@@ -438,12 +443,16 @@ func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 	p.Rate.Rate, p.Ceil.Rate = sat32(rate), sat32(ceilB)
 	// tc's defaults: one MTU plus what the rate sends in one timer tick
 	// (1 ns with high-resolution timers).
+	mtu := uint32(htbDefaultMTU)
+	if h.LinkLayer != nil && h.LinkLayer.MTU != 0 {
+		mtu = h.LinkLayer.MTU // tc's htb "mtu", rendered with htb_private
+	}
 	burst, cburst := h.Burst, h.CBurst
 	if burst == 0 {
-		burst = uint32(rate/1e9) + htbDefaultMTU
+		burst = uint32(rate/1e9) + mtu
 	}
 	if cburst == 0 {
-		cburst = uint32(ceilB/1e9) + htbDefaultMTU
+		cburst = uint32(ceilB/1e9) + mtu
 	}
 	p.Buffer = xmitTicks(rate, burst, tick)
 	p.Cbuffer = xmitTicks(ceilB, cburst, tick)

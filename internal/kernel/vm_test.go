@@ -1,13 +1,13 @@
 package kernel
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
@@ -23,7 +23,8 @@ var vmVariants = []llaVariant{
 	{"htb_private-ethernet-38", func(q *config.Queue) { q.LinkLayer, q.LLAM, q.Overhead = "ethernet", "htb_private", 38 }},
 	{"ingress-tiers", func(q *config.Queue) { q.SquashIngress = false }},
 	{"opts", func(q *config.Queue) {
-		if q.Qdisc == "cake" {
+		cakeLeaf := q.Script == "piece_of_cake" || q.Script == "layer_cake" || (q.Qdisc == "cake" && q.Script != "simplest_tbf")
+		if cakeLeaf {
 			q.EQdiscOpts, q.IQdiscOpts = "dual-srchost ack-filter rtt 50ms", "dual-dsthost"
 		} else {
 			q.EQdiscOpts, q.IQdiscOpts = "memory_limit 4mb ce_threshold 2ms", "quantum 1514"
@@ -157,9 +158,18 @@ func TestVMStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		sendFrames(t, ns, "wan0", udpFrames(ns, 200, 200))
-		st, err := c.Status("wan0")
-		if err != nil {
-			t.Fatal(err)
+		// fq_codel counts a packet when htb dequeues it: wait for the
+		// 10 Mbit/s shaper to drain the burst.
+		var st []DeviceStatus
+		var err error
+		for i := 0; i < 50; i++ {
+			if st, err = c.Status("wan0"); err != nil {
+				t.Fatal(err)
+			}
+			if len(st[0].Qdiscs) > 0 && st[0].Qdiscs[len(st[0].Qdiscs)-1].BacklogPackets == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		var fq *QdiscStatus
 		for i := range st[0].Qdiscs {
@@ -324,4 +334,3 @@ func TestVMBenchmark(t *testing.T) {
 	t.Logf("simple/fq_codel plan+apply+remove: %s %s", r.String(), r.MemString())
 }
 
-var _ = bytes.Equal
