@@ -85,7 +85,7 @@ func (o *Options) defaults() error {
 	switch o.Mode {
 	case ModeRRUL, ModeSpeedtest, ModeIdle:
 	default:
-		return fmt.Errorf("test: unknown mode %q; use rrul, speedtest or idle", o.Mode)
+		return fmt.Errorf("bloat: unknown mode %q; use rrul, speedtest or idle", o.Mode)
 	}
 	if o.Duration <= 0 {
 		o.Duration = 60 * time.Second
@@ -103,7 +103,7 @@ func (o *Options) defaults() error {
 		o.Interval = 200 * time.Millisecond
 	}
 	if o.Interval < 10*time.Millisecond {
-		return fmt.Errorf("test: interval %v is below 10ms; probes that fast measure the probes, not the link", o.Interval)
+		return fmt.Errorf("bloat: interval %v is below 10ms; probes that fast measure the probes, not the link", o.Interval)
 	}
 	if o.Streams <= 0 {
 		o.Streams = 5
@@ -116,10 +116,10 @@ func (o *Options) defaults() error {
 		o.Network = "tcp"
 	case "tcp", "tcp4", "tcp6":
 	default:
-		return fmt.Errorf("test: network %q is not tcp, tcp4 or tcp6", o.Network)
+		return fmt.Errorf("bloat: network %q is not tcp, tcp4 or tcp6", o.Network)
 	}
 	if o.Addr == "" {
-		return errors.New("test: no server address; give HOST[:PORT] of a host running 'sqm server'")
+		return errors.New("bloat: no server address; give HOST[:PORT] of a host running 'sqm server'")
 	}
 	if o.Enter == nil {
 		o.Enter = func(fn func() error) error { return fn() }
@@ -204,11 +204,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	ctl, err := c.dial(ctx, addr, DSCPCS0)
 	if err != nil {
-		return nil, fmt.Errorf("test: connect to server %s: %w (is 'sqm server' running there and the port open?)", addr, err)
+		return nil, fmt.Errorf("bloat: connect to server %s: %w (is 'sqm server' running there and the port open?)", addr, err)
 	}
 	defer ctl.Close()
 	if err := c.handshake(ctl, plan); err != nil {
-		return nil, fmt.Errorf("test: server %s: %w", addr, err)
+		return nil, fmt.Errorf("bloat: server %s: %w", addr, err)
 	}
 	ra := ctl.RemoteAddr().(*net.TCPAddr)
 	ip, _ := netip.AddrFromSlice(ra.IP)
@@ -234,7 +234,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		defer close(ctlDone)
 		var b [1]byte
 		ctl.Read(b[:])
-		cancel(fmt.Errorf("test: server %s ended the session early (it may have shut down or hit its time limit)", addr))
+		cancel(fmt.Errorf("bloat: server %s ended the session early (it may have shut down or hit its time limit)", addr))
 	}()
 	defer func() { ctl.Close(); <-ctlDone }()
 	var wg sync.WaitGroup
@@ -641,9 +641,19 @@ func (c *client) result(plan []plannedPhase) *Result {
 	r.Idle = collect("", func(p *plannedPhase) bool { return !loaded(p) })
 	r.Loaded = collect("", loaded)
 	for _, k := range c.kinds {
+		k.mu.Lock()
+		up, down := k.upDSCP, k.downDSCP
+		k.mu.Unlock()
 		ps := ProbeSummary{Kind: k.name, DSCP: k.dscp,
-			Idle:   collect(k.name, func(p *plannedPhase) bool { return !loaded(p) }),
-			Loaded: collect(k.name, loaded)}
+			Idle:          collect(k.name, func(p *plannedPhase) bool { return !loaded(p) }),
+			Loaded:        collect(k.name, loaded),
+			ArrivedDSCPUp: up, ArrivedDSCPDown: down}
+		if up >= 0 && up != k.dscp {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s probes sent with DSCP %d arrived at the server with DSCP %d: the path re-marks them on the way out", k.name, k.dscp, up))
+		}
+		if down >= 0 && down != k.dscp {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s replies sent with DSCP %d arrived here with DSCP %d: the path re-marks them on the way in", k.name, k.dscp, down))
+		}
 		var ups, downs []float64
 		for _, s := range r.Samples {
 			if s.Kind == k.name && !s.Lost && s.OWDUpMs != 0 && loaded(phaseOf(s.TS)) {

@@ -3,6 +3,7 @@ package bloat
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +97,11 @@ func TestRunLoopback(t *testing.T) {
 				}
 				if s.Bytes == 0 {
 					t.Errorf("stream %s %s moved no data", s.Dir, s.Label)
+				}
+			}
+			for _, pk := range res.Probes {
+				if strings.HasPrefix(pk.Kind, "udp") && (pk.ArrivedDSCPUp != pk.DSCP || pk.ArrivedDSCPDown != pk.DSCP) {
+					t.Errorf("%s probes marked %d arrived as %d at the server and %d back", pk.Kind, pk.DSCP, pk.ArrivedDSCPUp, pk.ArrivedDSCPDown)
 				}
 			}
 			if progress < 10 {

@@ -29,6 +29,9 @@ type kind struct {
 
 	mu   sync.Mutex
 	recs []probeRec
+	// DSCP of the last reply as received here, and of its request as the
+	// server received it; -1 unknown.
+	downDSCP, upDSCP int
 }
 
 type probeRec struct {
@@ -90,7 +93,7 @@ func (c *client) openProbes() error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("test: open udp probe socket to %s: %w", raddr, err)
+			return fmt.Errorf("bloat: open udp probe socket to %s: %w", raddr, err)
 		}
 		if u.dscp != 0 {
 			if err := setDSCP(conn, u.dscp); err != nil {
@@ -111,7 +114,7 @@ func (c *client) openProbes() error {
 }
 
 func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
-	k := &kind{name: name, dscp: dscp, conn: conn}
+	k := &kind{name: name, dscp: dscp, conn: conn, downDSCP: -1, upDSCP: -1}
 	out := make([]byte, probeLen)
 	k.send = func(seq uint64, t time.Duration) error {
 		p := probe{kind: probeRequest, token: c.token, seq: seq, clientSend: int64(t)}
@@ -121,7 +124,7 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 	enableRxTimestamps(conn)
 	oob := make([]byte, 128)
 	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
-		n, _, at, err := readStamped(conn, buf, oob)
+		n, _, at, tos, err := readStamped(conn, buf, oob)
 		if err != nil {
 			return at, 0, 0, 0, false, err
 		}
@@ -133,6 +136,10 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 		// anything else is stale or forged.
 		k.mu.Lock()
 		ok := p.seq < uint64(len(k.recs)) && int64(k.recs[p.seq].sent) == p.clientSend
+		if ok {
+			k.downDSCP = tos
+			k.upDSCP = int(p.seenDSCP) - 1
+		}
 		k.mu.Unlock()
 		return at, p.seq, p.serverRecv, p.serverSend, ok, nil
 	}
@@ -179,7 +186,7 @@ func (c *client) icmpKind() (*kind, error) {
 	var idb [2]byte
 	rand.Read(idb[:])
 	id := int(idb[0])<<8 | int(idb[1])
-	k := &kind{name: "icmp", conn: conn}
+	k := &kind{name: "icmp", conn: conn, downDSCP: -1, upDSCP: -1}
 	k.send = func(seq uint64, t time.Duration) error {
 		m := icmp.Message{Type: echo, Body: &icmp.Echo{ID: id, Seq: int(uint16(seq)), Data: cookie[:]}}
 		b, err := m.Marshal(nil)
@@ -190,7 +197,7 @@ func (c *client) icmpKind() (*kind, error) {
 		return err
 	}
 	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
-		n, from, at, err := readStamped(conn, buf, oob)
+		n, from, at, _, err := readStamped(conn, buf, oob)
 		if err != nil {
 			return at, 0, 0, 0, false, err
 		}

@@ -176,7 +176,7 @@ const tokenLen = 16
 // session from that session's peer address, so it cannot be used as a
 // reflector by third parties.
 //
-//	0  magic "SQMP"      4  version(1) kind(1) pad(2)
+//	0  magic "SQMP"      4  version(1) kind(1) dscp seen by server + 1 (1, 0 = unknown) pad(1)
 //	8  token (16)        24 seq (8)
 //	32 client send (8)   40 server receive (8)   48 server send (8)   = 56 bytes
 const (
@@ -194,6 +194,7 @@ const (
 
 type probe struct {
 	kind       byte
+	seenDSCP   byte // reply: DSCP of the request as the server received it, +1; 0 = unknown
 	token      [tokenLen]byte
 	seq        uint64
 	clientSend int64
@@ -206,7 +207,7 @@ func (p *probe) marshal(b []byte) []byte {
 	copy(b, probeMagic)
 	b[4] = probeVersion
 	b[5] = p.kind
-	b[6], b[7] = 0, 0
+	b[6], b[7] = p.seenDSCP, 0
 	copy(b[offToken:], p.token[:])
 	binary.BigEndian.PutUint64(b[offSeq:], p.seq)
 	binary.BigEndian.PutUint64(b[offClientSend:], uint64(p.clientSend))
@@ -226,6 +227,7 @@ func (p *probe) unmarshal(b []byte) error {
 		return fmt.Errorf("probe of unknown kind %d", b[5])
 	}
 	p.kind = b[5]
+	p.seenDSCP = b[6]
 	copy(p.token[:], b[offToken:])
 	p.seq = binary.BigEndian.Uint64(b[offSeq:])
 	p.clientSend = int64(binary.BigEndian.Uint64(b[offClientSend:]))

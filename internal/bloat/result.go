@@ -86,6 +86,10 @@ type ProbeSummary struct {
 	// was symmetric, so these are estimates, not synchronized-clock OWDs.
 	LoadedOWDUpMs   float64 `json:"loaded_owd_up_median_ms,omitempty"`
 	LoadedOWDDownMs float64 `json:"loaded_owd_down_median_ms,omitempty"`
+	// DSCP of the probes as they arrived at the server (up) and back here
+	// (down); different from DSCP means the path re-marked them. -1: unknown.
+	ArrivedDSCPUp   int `json:"arrived_dscp_up"`
+	ArrivedDSCPDown int `json:"arrived_dscp_down"`
 }
 
 // Stream is one TCP load stream.

@@ -356,7 +356,7 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 	// the client's RTT (its receive-to-send time is subtracted).
 	enableRxTimestamps(pc)
 	for {
-		n, from, at, err := readStamped(pc, buf, oob)
+		n, from, at, dscp, err := readStamped(pc, buf, oob)
 		recv := at.UnixNano()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -383,8 +383,14 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 			continue
 		}
 		p.kind = probeReply
+		p.seenDSCP = 0
+		if dscp >= 0 {
+			p.seenDSCP = byte(dscp + 1)
+		}
 		p.serverRecv = recv
 		p.serverSend = time.Now().UnixNano()
-		pc.WriteTo(p.marshal(buf), from)
+		// Answer with the mark the request arrived with, so RRUL's EF,
+		// BE and BK probes are classified alike in both directions.
+		writeMarked(pc, p.marshal(buf), from, max(dscp, 0))
 	}
 }

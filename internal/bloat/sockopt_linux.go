@@ -1,6 +1,7 @@
 package bloat
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
@@ -81,14 +82,19 @@ func enableRxTimestamps(c net.PacketConn) {
 	if rc, err := sc.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+			// Also report each datagram's TOS / traffic class, to see
+			// whether the path kept the probes' DSCP marks.
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
 		})
 	}
 }
 
-// readStamped reads one datagram with its kernel receive time, or the
-// current time when the kernel gave none. Raw IPv4 sockets return the IP
-// header; it is stripped so callers see the ICMP message.
-func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, error) {
+// readStamped reads one datagram with its kernel receive time (the current
+// time when the kernel gave none) and its DSCP (-1 if unknown). Raw IPv4
+// sockets return the IP header; it is stripped so callers see the ICMP
+// message.
+func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, int, error) {
 	var n, oobn int
 	var from net.Addr
 	var err error
@@ -107,14 +113,20 @@ func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, err
 		n, from, err = c.ReadFrom(b)
 	}
 	at := time.Now()
+	dscp := -1
 	if err != nil {
-		return n, from, at, err
+		return n, from, at, dscp, err
 	}
 	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 		for _, m := range msgs {
-			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			switch {
+			case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})):
 				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
 				at = time.Unix(int64(ts.Sec), int64(ts.Nsec))
+			case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) >= 1:
+				dscp = int(m.Data[0]) >> 2
+			case m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_TCLASS && len(m.Data) >= 4:
+				dscp = int(binary.NativeEndian.Uint32(m.Data)) >> 2 & 0x3f
 			}
 		}
 	}
@@ -124,7 +136,31 @@ func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, err
 			n = copy(b, b[hl:n])
 		}
 	}
-	return n, from, at, nil
+	return n, from, at, dscp, nil
+}
+
+// writeMarked sends b to addr marked with dscp (per packet, so one socket
+// can answer each probe kind with its own mark). If the kernel refuses the
+// control message, the packet goes unmarked.
+func writeMarked(c net.PacketConn, b []byte, addr net.Addr, dscp int) {
+	uc, ok := c.(*net.UDPConn)
+	ua, ok2 := addr.(*net.UDPAddr)
+	if !ok || !ok2 || dscp <= 0 {
+		c.WriteTo(b, addr)
+		return
+	}
+	level, typ := unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	if ua.IP.To4() != nil {
+		level, typ = unix.IPPROTO_IP, unix.IP_TOS
+	}
+	oob := make([]byte, unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = int32(level), int32(typ)
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], uint32(dscp<<2))
+	if _, _, err := uc.WriteMsgUDP(b, oob, ua); err != nil {
+		c.WriteTo(b, addr)
+	}
 }
 
 // listenPing opens an unprivileged ICMP echo ("ping") socket, allowed when

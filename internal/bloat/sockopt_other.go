@@ -19,10 +19,12 @@ func bytesAcked(c net.Conn) (int64, bool) { return 0, false }
 
 func enableRxTimestamps(c net.PacketConn) {}
 
-func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, error) {
+func readStamped(c net.PacketConn, b, oob []byte) (int, net.Addr, time.Time, int, error) {
 	n, from, err := c.ReadFrom(b)
-	return n, from, time.Now(), err
+	return n, from, time.Now(), -1, err
 }
+
+func writeMarked(c net.PacketConn, b []byte, addr net.Addr, dscp int) { c.WriteTo(b, addr) }
 
 func listenPing(v6 bool) (net.PacketConn, error) {
 	return nil, errors.New("ping sockets: not supported on this OS")
