@@ -148,6 +148,9 @@ func TestGolden(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", v.name, err)
 					}
+					if err := p.Validate(); err != nil {
+						t.Errorf("%s: %v", v.name, err)
+					}
 					fmt.Fprintf(&tc, "######## %s\n%s######## remove\n%s\n", v.name, RenderShell(p), RenderRemove(p))
 					cases = append(cases, goldenCase{Variant: v.name, Plan: p})
 				}
