@@ -33,6 +33,12 @@ func TestVMLabDefault(t *testing.T) {
 	t.Logf("lab report:\n%s", b.String())
 
 	before, after := SideOf(rep.Before), SideOf(rep.After)
+	if r := before.DownMbps * 1e6 / float64(rep.Link.DownBits); r < 0.8 {
+		// Not a pass: said so the failures below can be read. Under TCG the
+		// VM needs most of two host cores to move 20 Mbit/s through four
+		// namespaces; a loaded host shows up as low unshaped goodput.
+		t.Logf("note: even unshaped, the link carried only %.0f%% of its rate: the VM is short of CPU (host load?), so latency and goodput below are not the link's", 100*r)
+	}
 	if got := before.InducedMs(90); !(got > 100) {
 		t.Errorf("induced p90 latency without SQM = %.1f ms, want > 100 ms (the emulated modem is not bloated)", got)
 	}
