@@ -218,35 +218,63 @@ func TestVMConcurrentStarts(t *testing.T) {
 
 func TestVMKillDaemonMidApply(t *testing.T) {
 	r := vmRig(t)
-	var cfg strings.Builder
 	for i := range 4 {
 		r.ns.sh(t, fmt.Sprintf("ip link add k%d type veth peer name kp%d && ip link set k%d up && ip link set kp%d up", i, i, i, i))
-		cfg.WriteString(cakeSection(fmt.Sprintf("s%d", i), fmt.Sprintf("k%d", i)))
 	}
-	r.config(cfg.String())
+	// configure writes 4 sections with upload rate up: a new rate each
+	// round makes the daemon re-apply every section over existing state.
+	configure := func(up int) {
+		var cfg strings.Builder
+		for i := range 4 {
+			cfg.WriteString(strings.Replace(cakeSection(fmt.Sprintf("s%d", i), fmt.Sprintf("k%d", i)), "'5000'", fmt.Sprintf("'%d'", up), 1))
+		}
+		r.config(cfg.String())
+	}
 	midApply := 0
-	for round, delay := range []time.Duration{0, 10 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond} {
-		// Start from nothing sqm knows about, with whatever half-trees the
-		// previous round left.
-		os.RemoveAll(r.state)
-		args := []string{"daemon", "--config", r.cfg, "--state-dir", r.state}
-		cmd := sqmCmd(args...)
+	for round := range 8 {
+		// Round 0 builds from nothing; later rounds change the rate, so
+		// the daemon re-applies over the previous round's state. It is
+		// killed (-9) as soon as it marks interface k(round%4) as being
+		// applied: mid-apply by construction.
+		up := 4100 + 100*round // never a whole Mbit: tc prints those as "5Mbit"
+		configure(up)
+		victim := filepath.Join(r.state, fmt.Sprintf("k%d.pending.json", round%4))
+		cmd := sqmCmd("daemon", "--config", r.cfg, "--state-dir", r.state)
 		r.ns.start(t, cmd)
-		time.Sleep(delay)
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		hit := false
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(victim); err == nil {
+				cmd.Process.Signal(syscall.SIGKILL)
+				hit = true
+				break
+			}
+			select {
+			case <-exited:
+				t.Fatalf("round %d: daemon exited by itself", round)
+			default:
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		if p, _ := filepath.Glob(filepath.Join(r.state, "*.pending.json")); len(p) > 0 {
+		<-exited
+		if hit {
 			midApply++
 		}
 		o, e, err := r.ns.sqm("start", "--config", r.cfg, "--state-dir", r.state)
 		if err != nil {
-			t.Errorf("round %d (kill after %v): start after kill -9: %v\n%s%s", round, delay, err, o, e)
+			t.Errorf("round %d (killed while applying k%d: %v): start after kill -9: %v\n%s%s", round, round%4, hit, err, o, e)
 			continue
 		}
 		for i := range 4 {
 			if !r.shaped(fmt.Sprintf("k%d", i)) {
 				t.Errorf("round %d: k%d not shaped after recovery:\n%s", round, i, r.ns.sh(t, fmt.Sprintf("tc qdisc show dev k%d", i)))
 			}
+		}
+		if q := r.ns.tc(t, "qdisc show dev k3"); !strings.Contains(q, fmt.Sprintf("bandwidth %dKbit", up)) {
+			t.Errorf("round %d: k3 does not have the new rate %d kbit:\n%s", round, up, q)
 		}
 		if n := strings.Count(r.ns.sh(t, "ip -o link show type ifb"), "ifb4k"); n != 4 {
 			t.Errorf("round %d: %d IFBs; want 4", round, n)
@@ -255,5 +283,8 @@ func TestVMKillDaemonMidApply(t *testing.T) {
 			t.Errorf("round %d: second start: %v\n%s; want 4 unchanged", round, err, o)
 		}
 	}
-	t.Logf("%d of 6 kills hit an apply in progress (pending marker left)", midApply)
+	t.Logf("%d of 8 kills hit an apply in progress (after its pending marker was written)", midApply)
+	if midApply < 4 {
+		t.Errorf("only %d of 8 kills landed mid-apply; the test did not test much", midApply)
+	}
 }
