@@ -501,6 +501,9 @@ func (b *builder) cakeTree(d dir, groups ...[]string) (*Tree, error) {
 		}
 	}
 	if err := parseCake(c, d.opts); err != nil {
+		if b.q.Qdisc != "" && b.q.Qdisc != "cake" {
+			return nil, b.q.Errorf(d.optsName, "%v (%s uses cake instead of %s, so the options must be cake options)", err, b.p.Script, b.q.Qdisc)
+		}
 		return nil, b.q.Errorf(d.optsName, "%v", err)
 	}
 	return &Tree{
@@ -553,6 +556,9 @@ func (b *builder) leaf(d dir, handle, parent Handle, quantum uint32) (Qdisc, err
 		return q, fmt.Errorf("plan: %s is not a leaf qdisc", kind)
 	}
 	if err := parseLeafOpts(&q, d.opts); err != nil {
+		if kind != b.q.Qdisc && b.q.Qdisc != "" {
+			return q, b.q.Errorf(d.optsName, "%v (%s uses %s instead of %s, so the options must be %s options)", err, b.p.Script, kind, b.q.Qdisc, kind)
+		}
 		return q, b.q.Errorf(d.optsName, "%v", err)
 	}
 	return q, nil

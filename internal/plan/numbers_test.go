@@ -403,6 +403,8 @@ func TestBuildErrors(t *testing.T) {
 		{"egress opts", func(q *config.Queue) { q.EQdiscOpts = "flows 64 turbo" }, 1500, "eqdisc_opts", `unknown fq_codel keyword "turbo"`},
 		{"ingress opts", func(q *config.Queue) { q.IQdiscOpts = "target" }, 1500, "iqdisc_opts", `fq_codel keyword "target" needs a value`},
 		{"cake opts", func(q *config.Queue) { q.Script, q.IQdiscOpts = "layer_cake", "diffserv5" }, 1500, "iqdisc_opts", `unknown cake keyword "diffserv5"`},
+		{"cake opts after tbf fallback", func(q *config.Queue) { q.Script, q.Qdisc, q.EQdiscOpts = "simplest_tbf", "cake", "nat" }, 1500, "eqdisc_opts",
+			`unknown fq_codel keyword "nat"; fq_codel accepts: limit PACKETS, flows N, target TIME, interval TIME, quantum BYTES, ecn, noecn, ce_threshold TIME, memory_limit SIZE, drop_batch N (simplest_tbf uses fq_codel instead of cake, so the options must be fq_codel options)`},
 		{"cake opts overflow", func(q *config.Queue) {
 			q.Script, q.EQdiscOpts = "piece_of_cake", "overhead 200 pppoe-llcsnap pppoe-llcsnap"
 		}, 1500, "eqdisc_opts", "adds up to 280"},
