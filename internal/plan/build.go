@@ -153,6 +153,9 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		}
 		b.p.Egress = t
 	}
+	if script == "police" && q.Download != 0 && b.ll != "" {
+		b.note("the ingress policer counts bytes as received and has no link-layer adaptation; set download a little lower to leave room for the overhead")
+	}
 	if q.Download != 0 {
 		in, err := b.ingress(b.direction(true))
 		if err != nil {
