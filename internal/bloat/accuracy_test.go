@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
@@ -44,7 +45,7 @@ func TestAccuracy(t *testing.T) {
 	type setup struct {
 		name             string
 		ip               string
-		srvNS, cliNS     string // "" = host namespace
+		srvNS, cliNS     *netns.NS // nil = the test's namespace
 		enter            func(func() error) error
 		serverListenAddr string
 	}
@@ -52,13 +53,15 @@ func TestAccuracy(t *testing.T) {
 	setups := []setup{
 		{name: "loopback", ip: "127.0.0.1", serverListenAddr: "127.0.0.1:0"},
 		{name: "netns+htb50", ip: "10.77.0.1", srvNS: p.a, cliNS: p.b, serverListenAddr: "10.77.0.1:0",
-			enter: func(fn func() error) error { return do(p.b, fn) }},
+			enter: p.b.Do},
 	}
 	var lines []string
 	for _, s := range setups {
-		inNS := func(ns string, args ...string) *exec.Cmd {
-			if ns != "" {
-				args = append([]string{"ip", "netns", "exec", ns}, args...)
+		// Commands run in a namespace through `ip netns exec` (the
+		// namespaces are iproute2-compatible), so Start/Output work as usual.
+		inNS := func(ns *netns.NS, args ...string) *exec.Cmd {
+			if ns != nil {
+				args = append([]string{"ip", "netns", "exec", ns.Name()}, args...)
 			}
 			return exec.Command(args[0], args[1:]...)
 		}
@@ -113,11 +116,7 @@ func TestAccuracy(t *testing.T) {
 			return v[len(v)/2]
 		}
 		var addr string
-		if s.srvNS != "" {
-			addr = serveIn(t, s.srvNS, s.serverListenAddr)
-		} else {
-			addr = startHostServer(t, s.serverListenAddr)
-		}
+		addr = serveIn(t, s.srvNS, s.serverListenAddr)
 		// CPU of this process (client and server both run in it) per
 		// second of load, to compare with iperf3's own report.
 		var ru0, ru1 unix.Rusage
@@ -152,8 +151,4 @@ func TestAccuracy(t *testing.T) {
 				s.name, cpuPct, iperfCPU[0], iperfCPU[1]))
 	}
 	t.Logf("accuracy, %d s per load run, 4 streams:\n%s", secs, strings.Join(lines, "\n"))
-}
-
-func startHostServer(t *testing.T, addr string) string {
-	return serveIn(t, "", addr)
 }

@@ -16,16 +16,22 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/netns"
 	"sqm/internal/plot"
 	"sqm/internal/report"
 )
 
-// serveIn starts a server whose sockets live in namespace ns.
-func serveIn(t testing.TB, ns, addr string) string {
+// serveIn starts a server whose sockets live in namespace ns (nil: the
+// test's own).
+func serveIn(t testing.TB, ns *netns.NS, addr string) string {
 	t.Helper()
 	var ln net.Listener
 	var pc net.PacketConn
-	err := do(ns, func() error {
+	do := func(fn func() error) error { return fn() }
+	if ns != nil {
+		do = ns.Do
+	}
+	err := do(func() error {
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return err
@@ -34,7 +40,7 @@ func serveIn(t testing.TB, ns, addr string) string {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("listen in %s: %v", ns, err)
+		t.Fatalf("listen in namespace: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -55,7 +61,7 @@ func TestNetnsRRUL(t *testing.T) {
 	addr := serveIn(t, p.a, "10.77.0.1:0")
 	res, err := bloat.Run(context.Background(), bloat.Options{
 		Addr: addr, Duration: 6 * time.Second, Idle: 2 * time.Second, Interval: 100 * time.Millisecond,
-		Enter: func(fn func() error) error { return do(p.b, fn) },
+		Enter: p.b.Do,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +98,7 @@ func TestNetnsIPv6Speedtest(t *testing.T) {
 	res, err := bloat.Run(context.Background(), bloat.Options{
 		Addr: addr, Mode: bloat.ModeSpeedtest, Streams: 3, Network: "tcp6",
 		Duration: time.Second, Idle: 500 * time.Millisecond, Interval: 50 * time.Millisecond,
-		Enter: func(fn func() error) error { return do(p.b, fn) },
+		Enter: p.b.Do,
 	})
 	if err != nil {
 		t.Fatal(err)
