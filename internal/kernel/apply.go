@@ -23,6 +23,9 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 	if p == nil || p.Interface == "" {
 		return nil, errors.New("apply: plan has no interface")
 	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("apply %s: refusing an inconsistent plan: %w", p.Interface, err)
+	}
 	if prev != nil && prev.Interface != p.Interface {
 		return nil, fmt.Errorf("apply %s: previous state is for interface %q; remove that first", p.Interface, prev.Interface)
 	}

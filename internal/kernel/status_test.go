@@ -1,0 +1,107 @@
+package kernel
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sqm/internal/plan"
+)
+
+// TestOwnedJSON: the state file must bring back everything Remove and the
+// rollback need, the plan included.
+func TestOwnedJSON(t *testing.T) {
+	p, err := plan.Build(queue("simple", "fq_codel"), plan.Env{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Owned{Interface: "wan0", Ifindex: 3, EgressRoot: true, EgressHandle: plan.MakeHandle(1, 0),
+		Ingress: true, IFB: "ifb4wan0", IFBIndex: 4, Plan: p}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Owned
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	if !reflect.DeepEqual(o, back) {
+		t.Errorf("round trip differs:\n%+v\n%+v", o, back)
+	}
+	if !strings.Contains(string(b), `"egress_handle":"1:"`) {
+		t.Errorf("handle not in tc notation: %s", b)
+	}
+}
+
+// TestStatusHost sends frames through simple.qos and checks the counters
+// Status reports, as JSON.
+func TestStatusHost(t *testing.T) {
+	ns, c := setupNS(t)
+	p := build(t, queue("simple", "bfifo"))
+	if _, err := c.Apply(p, nil, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sendFrames(t, ns, "wan0", udpFrames(ns, 50, 100))
+	st, err := c.Status("wan0", p.Ingress.IFB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Device != "wan0" || st[1].Device != p.Ingress.IFB {
+		t.Fatalf("devices: %+v", st)
+	}
+	if st[0].Filters != len(p.Egress.Filters)+len(p.Ingress.Hook) {
+		t.Errorf("wan0 filters = %d, want %d", st[0].Filters, len(p.Egress.Filters)+len(p.Ingress.Hook))
+	}
+	var root *QdiscStatus
+	for i := range st[0].Qdiscs {
+		if st[0].Qdiscs[i].Parent == plan.HandleRoot {
+			root = &st[0].Qdiscs[i]
+		}
+	}
+	if root == nil || root.Kind != "htb" || root.Packets != 50 || root.Bytes != 50*(14+28+100) {
+		t.Errorf("root qdisc: %+v", root)
+	}
+	var be *ClassStatus
+	for i := range st[0].Classes {
+		if st[0].Classes[i].ClassID == plan.MakeHandle(1, 0x12) {
+			be = &st[0].Classes[i]
+		}
+	}
+	if be == nil || be.Packets != 50 || be.HTB == nil {
+		t.Errorf("class 1:12: %+v", be)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"classid":"1:12"`, `"backlog_bytes"`, `"tokens"`, `"parent":"root"`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("status JSON lacks %s", k)
+		}
+	}
+	if _, err := c.Status("nosuch0"); err == nil {
+		t.Error("Status of a missing device succeeded")
+	}
+}
+
+// FuzzDecodeObject: dump messages come from the kernel, but a decoder that
+// panics on a short or odd attribute would take the daemon down.
+func FuzzDecodeObject(f *testing.F) {
+	msg := tcmsg(2, plan.MakeHandle(1, 0), plan.HandleRoot, 0)
+	msg = append(msg, attr(tcaKind, cstr("cake"))...)
+	msg = append(msg, nest(tcaStats2, append(attr(tcaStatsBasic, make([]byte, 16)), attr(tcaStatsApp, nest(cakeStatsTinStats, nest(1, attr(2, le32(5)))))...))...)
+	f.Add(msg)
+	f.Add(append(tcmsg(2, 0, 0, 0x000a0300), attr(tcaKind, cstr("u32"))...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := decodeObject(b)
+		if err != nil {
+			return
+		}
+		qdiscFacts(&o)
+		classFacts(&o)
+		filterDesc(&o)
+		decodeCakeXStats(o.XStats)
+		decodeFqCodelXStats(o.XStats)
+	})
+}
