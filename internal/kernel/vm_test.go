@@ -333,4 +333,3 @@ func TestVMBenchmark(t *testing.T) {
 	r = testing.Benchmark(func(b *testing.B) { benchApplyRemove(b, "simple", "fq_codel") })
 	t.Logf("simple/fq_codel plan+apply+remove: %s %s", r.String(), r.MemString())
 }
-
