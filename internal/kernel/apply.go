@@ -311,7 +311,11 @@ func (c *Conn) runOps(ops []op, ifindex map[string]int) error {
 			}
 		}
 		if err != nil {
-			return explain(o.what(), err, o.hint)
+			hint := o.hint
+			if o.kind == opFilter {
+				hint = filterHint(o.tcKind, o.acts)
+			}
+			return explain(o.what(), err, hint)
 		}
 	}
 	return nil

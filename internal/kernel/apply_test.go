@@ -142,8 +142,9 @@ func TestApplyRecipesHost(t *testing.T) {
 
 func TestApplyNoLink(t *testing.T) {
 	_, c := setupNS(t)
-	p := build(t, queue("simple", "pfifo"))
-	p.Interface = "nosuch0"
+	q := queue("simple", "pfifo")
+	q.Interface = "nosuch0"
+	p := build(t, q)
 	if _, err := c.Apply(p, nil, ApplyOptions{}); !errors.Is(err, ErrNoLink) {
 		t.Errorf("Apply on missing device: %v, want ErrNoLink", err)
 	}

@@ -34,3 +34,26 @@ func BenchmarkApplyRemoveHost(b *testing.B) { benchApplyRemove(b, "simple", "pfi
 
 // BenchmarkApplyRemoveHostSimplest: the smallest htb tree.
 func BenchmarkApplyRemoveHostSimplest(b *testing.B) { benchApplyRemove(b, "simplest", "pfifo") }
+
+// BenchmarkApplyRemoveHostEgressOnly: simple.qos without ingress, to
+// separate the IFB's cost (link creation and deletion) from tc's.
+func BenchmarkApplyRemoveHostEgressOnly(b *testing.B) {
+	_, c := setupNS(b)
+	q := queue("simple", "pfifo")
+	q.Download = 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := plan.Build(q, plan.Env{MTU: 1500})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := c.Apply(p, nil, ApplyOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Remove(&res.Owned); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -41,6 +41,7 @@ type op struct {
 	facts   map[string]string
 	desc    string // filters: the comparable description
 	hint    string // what to do when the kernel refuses the kind
+	acts    []string // filters: action kinds, for the hint (built on failure only)
 }
 
 // resolver maps a device name to its ifindex (for mirred targets).
@@ -536,7 +537,7 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 			return o, fmt.Errorf("action %d: empty", i)
 		}
 	}
-	o.hint = filterHint(fl.Kind, actKinds)
+	o.acts = actKinds
 	switch fl.Kind {
 	case "u32":
 		if fl.U32 == nil {
