@@ -436,6 +436,7 @@ func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*
 		defer close(st.done)
 		buf := make([]byte, loadChunk)
 		if dir == DirDown {
+			setRcvLowat(conn, rcvLowat)
 			for {
 				n, err := conn.Read(buf)
 				st.recv.Add(int64(n))

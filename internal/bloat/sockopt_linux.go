@@ -178,3 +178,16 @@ func listenPing(v6 bool) (net.PacketConn, error) {
 	defer f.Close()
 	return net.FilePacketConn(f)
 }
+
+// setRcvLowat makes a load socket readable only once n bytes are queued
+// (TCP honours SO_RCVLOWAT for poll since Linux 4.18), so a receiver wakes
+// a few hundred times a second instead of once per couple of segments.
+func setRcvLowat(c net.Conn, n int) {
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) {
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, n)
+			})
+		}
+	}
+}

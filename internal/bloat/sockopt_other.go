@@ -29,3 +29,5 @@ func writeMarked(c net.PacketConn, b []byte, addr net.Addr, dscp int) { c.WriteT
 func listenPing(v6 bool) (net.PacketConn, error) {
 	return nil, errors.New("ping sockets: not supported on this OS")
 }
+
+func setRcvLowat(c net.Conn, n int) {}
