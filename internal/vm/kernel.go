@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -255,5 +254,3 @@ func findQEMU(path string) (string, error) {
 	}
 	return p, nil
 }
-
-var errNoBoot = errors.New("vm did not boot")

@@ -236,9 +236,22 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 	if s := strings.TrimSpace(stderr.String()); s != "" {
 		msg += "\nqemu stderr:\n" + s
 	}
-	msg += "\nlast console lines:\n" + tail.String()
-	return res, fmt.Errorf("%s: %w", msg, errNoBoot)
+	if t := tail.String(); strings.TrimSpace(t) != "" {
+		msg += "\nlast console lines:\n" + t
+	} else {
+		msg += "\n(the console stayed empty)"
+	}
+	return res, &bootError{msg}
 }
+
+// ErrNoBoot matches (errors.Is) the errors of runs where the VM did not
+// boot or the command did not run to completion.
+var ErrNoBoot = errors.New("vm did not boot or the command did not finish")
+
+type bootError struct{ msg string }
+
+func (e *bootError) Error() string        { return e.msg }
+func (e *bootError) Is(target error) bool { return target == ErrNoBoot }
 
 // tail keeps the last n console lines for error messages.
 type tail struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -259,4 +260,30 @@ func TestBootErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "modules.dep") {
 		t.Errorf("bad module tree: err = %v", err)
 	}
+}
+
+// TestBootBadKernel checks that a VM that cannot boot is an error that
+// carries qemu's complaint, not a hang or an exit code.
+func TestBootBadKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	k, err := FindKernel()
+	if err != nil {
+		t.Skipf("no bootable kernel: %v", err)
+	}
+	if _, err := findQEMU(""); err != nil {
+		t.Skip(err)
+	}
+	notAKernel := filepath.Join(t.TempDir(), "vmlinuz")
+	os.WriteFile(notAKernel, []byte("this is not a kernel"), 0o644)
+	k.Image = notAKernel
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, err := Run(ctx, Config{Kernel: k, Command: []string{"true"}, Timeout: 30 * time.Second})
+	if err == nil {
+		t.Fatalf("booting garbage: exit code %d, want an error", code)
+	}
+	if !errors.Is(err, ErrNoBoot) || !strings.Contains(err.Error(), "did not boot") || !strings.Contains(err.Error(), "qemu") {
+		t.Errorf("error does not explain: %v", err)
+	}
+	t.Logf("error: %v", err)
 }
