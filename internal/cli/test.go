@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ Example:
 			}
 			if !quiet && isTerminal(env.Stdout) {
 				o.Progress = func(p bloat.Progress) {
-					fmt.Fprintf(env.Stdout, "\r\033[K%-11s %5.1f/%.0fs  down %8.2f Mbit/s  up %8.2f Mbit/s  latency %7.2f ms",
+					fmt.Fprintf(env.Stdout, "\r\033[K%-11s %5.1f/%.1fs  down %8.2f Mbit/s  up %8.2f Mbit/s  latency %7.2f ms",
 						p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.DownloadMbps, p.UploadMbps, p.LatencyMs)
 				}
 				defer fmt.Fprint(env.Stdout, "\r\033[K")
@@ -118,6 +119,9 @@ Example:
 				fmt.Fprint(env.Stdout, "\r\033[K")
 			}
 			if err != nil {
+				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+					return errors.New("interrupted; no result (the run must finish to be summarised)")
+				}
 				return err
 			}
 			if flentFile != "" {
