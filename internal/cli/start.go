@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -24,7 +25,7 @@ const (
 
 // stateDirFlag registers --state-dir; the value is resolved by stateDir.
 func stateDirFlag(fs *flag.FlagSet) {
-	fs.String("state-dir", "", "directory for sqm's state and lock (default $SQM_STATE_DIR, else "+defaultStateDir+")")
+	fs.String("state-dir", "", "directory for sqm's state and lock (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run)")
 }
 
 func configFlag(fs *flag.FlagSet) {
@@ -49,6 +50,11 @@ func stateDir(env *Env, fs *flag.FlagSet) string {
 	}
 	if d := env.Getenv("SQM_STATE_DIR"); d != "" {
 		return d
+	}
+	// OpenWrt has no /run (its tmpfs is /var/run -> /tmp/run); there the
+	// init script, the hotplug hook and a user's `sqm status` must agree.
+	if _, err := os.Stat("/run"); err != nil {
+		return "/var/run/sqm"
 	}
 	return defaultStateDir
 }
