@@ -16,6 +16,9 @@ func cmdStop() *command {
 ingress qdiscs and its IFB devices, nothing else. Without arguments every
 interface sqm shapes is stopped; with --config only those from that file.
 Stopping an interface sqm does not shape is reported, not an error.
+With 'sqm daemon' running, stop the daemon instead (systemctl stop sqm,
+/etc/init.d/sqm stop) or disable the section and reload: the daemon
+re-applies configured sections when their link changes.
 
 Example:
 
