@@ -227,3 +227,17 @@ func TestDaemonStopOnExit(t *testing.T) {
 		t.Errorf("Run with a missing config: %v; want ErrNotExist", err)
 	}
 }
+
+// TestDaemonResync: when the kernel dropped link events (ENOBUFS), the
+// daemon re-checks every configured section.
+func TestDaemonResync(t *testing.T) {
+	k := newFake("eth0")
+	r := startDaemon(t, k, true, queue("wan", "eth0", 1000, 1000), queue("lte", "wwan0", 1000, 1000))
+	eventually(t, "eth0 applied", func() bool { return k.count(k.applies, "eth0") == 1 })
+	k.setLink("wwan0", true) // its events were lost
+	r.events <- linkwatch.Event{Resync: true}
+	eventually(t, "wwan0 applied after resync", func() bool { return k.count(k.applies, "wwan0") == 1 })
+	if n := k.count(k.applies, "eth0"); n != 1 {
+		t.Errorf("resync re-applied the unchanged eth0 (%d applies)", n)
+	}
+}
