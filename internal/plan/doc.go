@@ -25,10 +25,13 @@
 //     iptables marks except that CS7 is priority too. Each DSCP is matched
 //     in IPv4, IPv6, IPv4/IPv6 inside PPPoE session frames (protocol
 //     ppp_ses: PPP protocol 0x0021/0x0057 in the low half of the word at
-//     offset 4, IP header at 8) and inside an 802.1Q tag still in the
-//     packet data (inner ethertype at 2, IP header at 4), so shaping the
-//     Ethernet device under PPPoE or a software VLAN still classifies.
-//     Only fixed-offset u32 keys are used.
+//     offset 4, IP header at 8), inside an 802.1Q tag still in the packet
+//     data (inner ethertype at 2, IP header at 4), and behind an 802.1Q tag
+//     held in skb metadata, which is how Linux carries VLAN tags nearly
+//     everywhere (tc then reports protocol 802.1Q but the network header
+//     is the inner IP or PPPoE header), so shaping the Ethernet device
+//     under PPPoE and/or a VLAN still classifies. Only fixed-offset u32
+//     keys are used (see encaps in filters.go).
 //   - ICMP goes to bulk (1:13) as in sqm-scripts, but its filters come
 //     first so they apply whatever the packet's DSCP (sqm-scripts' ICMP
 //     filter sat behind the fw-mark filters, which matched first). The
@@ -40,7 +43,7 @@
 //     squash_dscp has no effect with simple and an HTB leaf (sqm-scripts
 //     rewrote DSCP with iptables after shaping; sqm does not touch the
 //     firewall). The plan carries a note when this applies.
-//   - Filter prios are 1..48 and 999 (every filter gets its own prio: the
+//   - Filter prios are 1..80 and 999 (every filter gets its own prio: the
 //     kernel keeps one table per prio and protocol).
 //   - simple with cake uses the default cake options (diffserv3 nat) in
 //     both directions, plus besteffort/wash on ingress like layer_cake;

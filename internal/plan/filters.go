@@ -36,21 +36,42 @@ type encap struct {
 	guard    []U32Key
 }
 
-// encaps are plain IPv4/IPv6, IP inside PPPoE session frames (seen when
-// shaping the Ethernet device under a PPPoE link: the network header is
-// the 6-byte PPPoE header, then the 2-byte PPP protocol, 0x0021 IPv4 or
-// 0x0057 IPv6, in the low half of the word at offset 4; IP starts at 8),
-// and IP inside an 802.1Q tag that is still in the packet data (not
-// offloaded: the network header is the tag, whose low half-word at 0 is
-// the inner ethertype; IP starts at 4).
+// encaps are the ways simple.qos finds the IP header, in filter order:
+//
+//   - plain IPv4 and IPv6;
+//   - PPPoE session frames (protocol ppp_ses), seen when shaping the
+//     Ethernet device under a PPPoE link: the network header is the 6-byte
+//     PPPoE header, the PPP protocol (0x0021 IPv4, 0x0057 IPv6) is the low
+//     half of the word at 4, the IP header starts at 8;
+//   - 802.1Q with the tag still in the packet data: the network header is
+//     the tag, the inner ethertype the low half of the word at 0, the IP
+//     header at 4 (its version nibble is checked too);
+//   - 802.1Q with the tag in skb metadata, which is what Linux does almost
+//     always (receive untags before tc, VLAN devices and bridges tag on
+//     transmit after the qdisc, packet sockets move the network header past
+//     the tag since 6.x): tc still reports protocol 802.1Q, but the network
+//     header is the inner packet, so IP is told from PPPoE by the IP
+//     version nibble or the PPPoE version/type byte 0x11. The test
+//     TestClassifierHostKernel found this: in-data offsets never matched.
+//
+// The in-data entries come first and carry the stricter guards (ethertype
+// and version), so a packet of the other kind cannot pass them by chance.
 func encaps() []encap {
+	ver4 := U32Key{Val: 0x40000000, Mask: 0xf0000000}
+	ver6 := U32Key{Val: 0x60000000, Mask: 0xf0000000}
+	at := func(k U32Key, off int32) U32Key { k.Off = off; return k }
+	pppoeV1 := U32Key{Val: 0x11000000, Mask: 0xff000000} // PPPoE version 1, type 1
 	return []encap{
 		{protocol: "ip", name: "IPv4"},
 		{protocol: "ipv6", name: "IPv6", v6: true},
 		{protocol: "ppp_ses", name: "PPPoE IPv4", off: 8, guard: []U32Key{{Val: 0x0021, Mask: 0xffff, Off: 4}}},
 		{protocol: "ppp_ses", name: "PPPoE IPv6", v6: true, off: 8, guard: []U32Key{{Val: 0x0057, Mask: 0xffff, Off: 4}}},
-		{protocol: "802.1Q", name: "VLAN IPv4", off: 4, guard: []U32Key{{Val: 0x0800, Mask: 0xffff, Off: 0}}},
-		{protocol: "802.1Q", name: "VLAN IPv6", v6: true, off: 4, guard: []U32Key{{Val: 0x86dd, Mask: 0xffff, Off: 0}}},
+		{protocol: "802.1Q", name: "VLAN (tag in data) IPv4", off: 4, guard: []U32Key{{Val: 0x0800, Mask: 0xffff}, at(ver4, 4)}},
+		{protocol: "802.1Q", name: "VLAN (tag in data) IPv6", v6: true, off: 4, guard: []U32Key{{Val: 0x86dd, Mask: 0xffff}, at(ver6, 4)}},
+		{protocol: "802.1Q", name: "VLAN IPv4", guard: []U32Key{ver4}},
+		{protocol: "802.1Q", name: "VLAN IPv6", v6: true, guard: []U32Key{ver6}},
+		{protocol: "802.1Q", name: "VLAN PPPoE IPv4", off: 8, guard: []U32Key{pppoeV1, {Val: 0x0021, Mask: 0xffff, Off: 4}}},
+		{protocol: "802.1Q", name: "VLAN PPPoE IPv6", v6: true, off: 8, guard: []U32Key{pppoeV1, {Val: 0x0057, Mask: 0xffff, Off: 4}}},
 	}
 }
 
@@ -83,24 +104,19 @@ func dscpFilters(parent Handle) []Filter {
 	encaps, dscpMap := encaps(), dscpMap()
 	n := len(encaps)*(len(dscpMap)+1) + 1
 	fs := make([]Filter, 0, n)
-	// One allocation each for the selectors and their keys (at most two
+	// One allocation each for the selectors and their keys (at most three
 	// keys a filter): Build runs this for both directions of every plan.
 	sels := make([]U32, 0, n)
-	keys := make([]U32Key, 0, 2*n)
-	sel := func(ks ...U32Key) *U32 {
+	keys := make([]U32Key, 0, 3*n)
+	sel := func(guard []U32Key, k U32Key) *U32 {
 		start := len(keys)
-		keys = append(keys, ks...)
+		keys = append(append(keys, guard...), k)
 		sels = append(sels, U32{Keys: keys[start:len(keys):len(keys)]})
 		return &sels[len(sels)-1]
 	}
 	prio := uint16(1)
 	add := func(e encap, k U32Key, class uint16, what string) {
-		var u *U32
-		if len(e.guard) > 0 {
-			u = sel(e.guard[0], k)
-		} else {
-			u = sel(k)
-		}
+		u := sel(e.guard, k)
 		fs = append(fs, Filter{
 			Parent: parent, Prio: prio, Protocol: e.protocol, Kind: "u32",
 			U32: u, FlowID: MakeHandle(1, class),
@@ -122,7 +138,7 @@ func dscpFilters(parent Handle) []Filter {
 	}
 	fs = append(fs, Filter{
 		Parent: parent, Prio: 999, Protocol: "all", Kind: "u32",
-		U32: sel(U32Key{}), FlowID: MakeHandle(1, 0x12),
+		U32: sel(nil, U32Key{}), FlowID: MakeHandle(1, 0x12),
 		Comment: "everything else -> 1:12 (best effort)",
 	})
 	return fs

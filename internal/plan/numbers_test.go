@@ -178,8 +178,8 @@ func TestSimpleClasses(t *testing.T) {
 		{MakeHandle(1, 0x12), 1666, 9984, true, 2, 1500},
 		{MakeHandle(1, 0x13), 1666, 9984, true, 3, 300},
 	})
-	if len(p.Ingress.Shaper.Filters) != 49 || len(p.Egress.Filters) != 49 {
-		t.Errorf("filters: egress %d ingress %d, want 49 each", len(p.Egress.Filters), len(p.Ingress.Shaper.Filters))
+	if len(p.Ingress.Shaper.Filters) != 81 || len(p.Egress.Filters) != 81 {
+		t.Errorf("filters: egress %d ingress %d, want 81 each", len(p.Egress.Filters), len(p.Ingress.Shaper.Filters))
 	}
 
 	// squash_ingress=1: ingress is one tier, default 10, leaf without quantum.
