@@ -11,7 +11,20 @@
 // text options iqdisc_opts/eqdisc_opts are parsed into the typed options of
 // the leaf (tc's own keywords and units), so a typo is an error at plan
 // time naming the keyword, not a tc failure halfway through a start.
-// RenderShell and RenderRemove print a plan as ip/tc commands.
+// RenderShell and RenderRemove print a plan as ip/tc commands; Validate
+// checks a plan that did not come from Build (JSON state, tests) before it
+// is applied. Recipes and LeafQdiscs list what Build accepts; IFBName and
+// CheckIFBs name the IFB devices and catch two sections sharing one.
+//
+// # Tests
+//
+// testdata holds golden plans (*.jsonl, one variant a line) and scripts
+// (*.tc) for every recipe x leaf qdisc x link-layer mechanism x direction;
+// regenerate them with `go test ./internal/plan -update`. As root,
+// TestRenderShellHostKernel applies scripts in a network namespace and
+// TestClassifierHostKernel sends raw frames through the DSCP filters and
+// checks the class each one is counted in; TestVMRenderShell applies the
+// AQM, cake and police plans in the VM.
 //
 // # Differences from sqm-scripts
 //
