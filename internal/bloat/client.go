@@ -3,8 +3,10 @@ package bloat
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -379,18 +381,14 @@ func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
 		}
 		c.mu.Unlock()
 		if ctx.Err() != nil {
-			for _, st := range active {
-				st.stop(time.Since(c.start))
-			}
+			c.stopAll(active)
 			return ctx.Err()
 		}
 		select {
 		case <-time.After(time.Until(c.start.Add(p.end))):
 		case <-ctx.Done():
 		}
-		for _, st := range active {
-			st.stop(time.Since(c.start))
-		}
+		c.stopAll(active)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -410,7 +408,8 @@ type stream struct {
 	mu         sync.Mutex
 	stopped    bool
 	endT       time.Duration
-	final      int64
+	final      int64 // goodput counter when stopped (the time series ends here)
+	total      int64 // bytes delivered: final, or the server's count for uploads
 	prev       int64 // bytes at the previous sampling tick
 	series     []float64
 	done       chan struct{}
@@ -478,14 +477,48 @@ func (st *stream) bytesLocked() int64 {
 	return st.sent.Load()
 }
 
-func (st *stream) stop(at time.Duration) {
+// stop ends the stream at offset at. An upload stream then stops writing,
+// sends FIN and waits up to drain for the server's count of bytes
+// received: data still queued on a bloated path when the phase ends was
+// sent in the phase and counts for goodput, as on iperf3's receiver side.
+// Acknowledgements alone would miss it, and on a bloated reverse path they
+// lag by its whole queue (seen: a 20 Mbit/s RRUL upload read 11 Mbit/s).
+func (st *stream) stop(at, drain time.Duration) {
 	st.mu.Lock()
 	st.final = st.bytesLocked()
+	st.total = st.final
 	st.stopped = true
 	st.endT = at
 	st.mu.Unlock()
-	st.conn.Close()
+	if st.dir != DirUp {
+		st.conn.Close()
+		<-st.done
+		return
+	}
+	st.conn.SetWriteDeadline(time.Now()) // unblocks the writer
 	<-st.done
+	if cw, ok := st.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		st.conn.SetReadDeadline(time.Now().Add(drain))
+		var b [8]byte
+		if _, err := io.ReadFull(st.conn, b[:]); err == nil {
+			if n := int64(binary.BigEndian.Uint64(b[:])); n > st.total {
+				st.total = n
+			}
+		}
+	}
+	st.conn.Close()
+}
+
+// stopAll stops streams concurrently, so uploads drain in parallel.
+func (c *client) stopAll(streams []*stream) {
+	at := time.Since(c.start)
+	drain := min(time.Second+2*c.maxRTT(), 10*time.Second)
+	var wg sync.WaitGroup
+	for _, st := range streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); st.stop(at, drain) }()
+	}
+	wg.Wait()
 }
 
 // sample records throughput every step, aligned to the start, and reports
@@ -584,9 +617,9 @@ func (c *client) result(plan []plannedPhase) *Result {
 	}
 	for _, st := range c.streams {
 		s := Stream{Dir: st.dir, Label: st.label, DSCP: st.dscp,
-			StartS: st.startT.Seconds(), EndS: st.endT.Seconds(), Bytes: st.final, MbpsSeries: st.series}
+			StartS: st.startT.Seconds(), EndS: st.endT.Seconds(), Bytes: st.total, MbpsSeries: st.series}
 		if d := st.endT - st.startT; d > 0 {
-			s.Mbps = float64(st.final) * 8 / d.Seconds() / 1e6
+			s.Mbps = float64(st.total) * 8 / d.Seconds() / 1e6
 		}
 		if len(s.MbpsSeries) > len(c.ticks) {
 			s.MbpsSeries = s.MbpsSeries[:len(c.ticks)]
@@ -678,9 +711,9 @@ func (c *client) result(plan []plannedPhase) *Result {
 		for _, st := range c.streams {
 			if st.startT >= p.start && st.startT < p.end {
 				if st.dir == DirDown {
-					db += st.final
+					db += st.total
 				} else {
-					ub += st.final
+					ub += st.total
 				}
 			}
 		}

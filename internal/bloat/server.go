@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -342,11 +344,23 @@ func sendLoad(c net.Conn) {
 	}
 }
 
+// sinkLoad reads an upload stream to its end and then tells the client
+// how many bytes arrived (8 bytes, big endian): the client's goodput then
+// includes what was still queued on the path when it stopped sending.
 func sinkLoad(c net.Conn) {
 	setRcvLowat(c, rcvLowat)
 	buf := make([]byte, loadChunk)
+	var n int64
 	for {
-		if _, err := c.Read(buf); err != nil {
+		m, err := c.Read(buf)
+		n += int64(m)
+		if err == io.EOF {
+			binary.BigEndian.PutUint64(buf, uint64(n))
+			c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+			c.Write(buf[:8])
+			return
+		}
+		if err != nil {
 			return
 		}
 	}
