@@ -326,7 +326,7 @@ func (o *op) what() string {
 	case opClass:
 		return fmt.Sprintf("add class %s %s (parent %s) on %s", o.tcKind, o.handle, o.parent, o.dev)
 	case opFilter:
-		return fmt.Sprintf("add filter %s (parent %s, %s) on %s", o.tcKind, o.parent, o.desc, o.dev)
+		return fmt.Sprintf("add filter %s (parent %s, %s) on %s", o.tcKind, o.parent, o.fd.String(), o.dev)
 	}
 	return fmt.Sprintf("add qdisc %s %s (parent %s) on %s", o.tcKind, o.handle, o.parent, o.dev)
 }

@@ -143,11 +143,11 @@ func TestFilterRoundTrip(t *testing.T) {
 			opts = u32Options(filters[i].U32.Keys, filters[i].FlowID, acts)
 		}
 		dumped := object{Kind: "u32", Parent: filters[i].Parent, Info: o.info, Options: opts}
-		if got := filterDesc(&dumped); got != o.desc {
-			t.Errorf("filter %d: dumped %q, planned %q", i, got, o.desc)
+		if got := filterDesc(&dumped); got != o.fd.String() {
+			t.Errorf("filter %d: dumped %q, planned %q", i, got, o.fd.String())
 		}
-		if filters[i].Actions != nil && !strings.Contains(o.desc, "(") {
-			t.Errorf("filter %d: description %q lacks its action", i, o.desc)
+		if filters[i].Actions != nil && !strings.Contains(o.fd.String(), "(") {
+			t.Errorf("filter %d: description %q lacks its action", i, o.fd.String())
 		}
 	}
 }

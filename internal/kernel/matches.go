@@ -162,7 +162,7 @@ func compareTree(dev string, ops []op, cur *tree, ifb bool) []string {
 func compareFilters(dev string, want []op, have []object, sel func(*object) bool) []string {
 	count := map[string]int{}
 	for _, o := range want {
-		count[fmt.Sprintf("filter parent %s %s", o.parent, o.desc)]++
+		count[fmt.Sprintf("filter parent %s %s", o.parent, o.fd.String())]++
 	}
 	for i := range have {
 		f := &have[i]

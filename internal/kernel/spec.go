@@ -39,8 +39,8 @@ type op struct {
 	info    uint32 // filters: prio<<16 | protocol (network order)
 	stab    []byte // raw TCA_STAB payload for raw requests
 	facts   map[string]string
-	desc    string // filters: the comparable description
-	hint    string // what to do when the kernel refuses the kind
+	fd      fdesc    // filters: what Matches compares (rendered on demand)
+	hint    string   // what to do when the kernel refuses the kind
 	acts    []string // filters: action kinds, for the hint (built on failure only)
 }
 
@@ -582,7 +582,7 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 	default:
 		return o, fmt.Errorf("filter kind %q: %w", fl.Kind, ErrNotSupported)
 	}
-	o.desc = desc.String()
+	o.fd = desc
 	return o, nil
 }
 
