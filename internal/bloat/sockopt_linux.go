@@ -43,6 +43,32 @@ func setDSCP(c net.Conn, dscp int) error {
 	return setTOS(rc, dscp)
 }
 
+// notSent returns the bytes written to a TCP socket that the kernel has not
+// sent yet (tcpi_notsent_bytes, Linux 4.6+).
+func notSent(c net.Conn) (int64, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	var ierr error
+	err = rc.Control(func(fd uintptr) {
+		var info *unix.TCPInfo
+		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if ierr == nil {
+			n = int64(info.Notsent_bytes)
+		}
+	})
+	if err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
+}
+
 // bytesAcked returns how many bytes the peer has acknowledged on a TCP
 // connection (tcpi_bytes_acked, Linux 4.1+). Upload goodput is measured from
 // it, like iperf3's receiver side, rather than from bytes written, which
