@@ -49,6 +49,9 @@ type Conn struct {
 	// afterStep, when set (tests only), runs after each Apply step, to
 	// inject failures such as the interface vanishing mid-apply.
 	afterStep func(step string)
+	// noPreflight (tests only) skips the features check so that a kind the
+	// kernel lacks fails mid-apply, exercising the rollback.
+	noPreflight bool
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

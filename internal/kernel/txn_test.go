@@ -16,7 +16,23 @@ func TestApplyFailureKeepsPrevious(t *testing.T) {
 	if testutil.InVM() {
 		t.Skip("the VM kernel has fq_codel; this injection relies on the host lacking it")
 	}
+	for _, mid := range []bool{false, true} {
+		name := "preflight"
+		if mid {
+			name = "mid-apply"
+		}
+		t.Run(name, func(t *testing.T) { failureKeepsPrevious(t, mid) })
+	}
+}
+
+// failureKeepsPrevious: with mid, the features preflight is skipped and
+// the kernel refuses fq_codel after the htb root and classes were rebuilt,
+// so the rollback must rebuild the previous tree from prev.Plan.
+func failureKeepsPrevious(t *testing.T, mid bool) {
 	ns, c := setupNS(t)
+	c.noPreflight = mid
+	var steps []string
+	c.afterStep = func(s string) { steps = append(steps, s) }
 	old := build(t, queue("simple", "pfifo"))
 	res, err := c.Apply(old, nil, ApplyOptions{})
 	if err != nil {
@@ -26,6 +42,7 @@ func TestApplyFailureKeepsPrevious(t *testing.T) {
 	beforeF := ns.sh(t, "tc", "filter", "show", "dev", "wan0", "parent", "ffff:")
 
 	bad := build(t, queue("simple", "fq_codel"))
+	steps = nil
 	_, err = c.Apply(bad, &res.Owned, ApplyOptions{})
 	if err == nil {
 		t.Fatal("Apply with fq_codel succeeded on a kernel without it")
@@ -33,7 +50,10 @@ func TestApplyFailureKeepsPrevious(t *testing.T) {
 	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "sch_fq_codel") {
 		t.Errorf("error does not name the missing module: %v", err)
 	}
-	t.Logf("error: %v", err)
+	t.Logf("error: %v (steps done: %v)", err, steps)
+	if mid != strings.Contains(err.Error(), "Specified qdisc kind is unknown") {
+		t.Errorf("mid=%v but the error is not from the expected stage: %v", mid, err)
+	}
 	if ok, diff, err := c.Matches(old); err != nil || !ok {
 		t.Fatalf("previous tree not restored: err=%v diff:\n%s", err, diff)
 	}
@@ -42,6 +62,20 @@ func TestApplyFailureKeepsPrevious(t *testing.T) {
 	}
 	if after := ns.sh(t, "tc", "filter", "show", "dev", "wan0", "parent", "ffff:"); after != beforeF {
 		t.Errorf("ingress hook differs after rollback:\nbefore:\n%s\nafter:\n%s", beforeF, after)
+	}
+	if mid {
+		// A failure at the very last step (the police hook; act_police is
+		// missing here) after egress, ingress qdisc and IFB were redone.
+		pol := build(t, queue("police", "pfifo"))
+		if _, err := c.Apply(pol, &res.Owned, ApplyOptions{}); err == nil {
+			t.Fatal("police Apply succeeded without act_police")
+		}
+		if ok, diff, err := c.Matches(old); err != nil || !ok {
+			t.Fatalf("previous tree not restored after a late failure: err=%v diff:\n%s", err, diff)
+		}
+		if after := ns.sh(t, "tc", "-d", "qdisc", "show"); after != before {
+			t.Errorf("qdiscs differ after late rollback:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
 	}
 	if err := c.Remove(&res.Owned); err != nil {
 		t.Fatal(err)
@@ -56,6 +90,7 @@ func TestApplyFailureFreshInterface(t *testing.T) {
 		t.Skip("relies on the host kernel lacking fq_codel")
 	}
 	_, c := setupNS(t)
+	c.noPreflight = true // fail in the middle (fq_codel) and at the very end (police)
 	bad := build(t, queue("simple", "fq_codel"))
 	if _, err := c.Apply(bad, nil, ApplyOptions{}); err == nil {
 		t.Fatal("Apply succeeded")
