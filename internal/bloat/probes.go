@@ -93,6 +93,10 @@ func (c *client) openProbes() error {
 			return err
 		})
 		if err != nil {
+			for _, k := range c.kinds {
+				k.conn.Close()
+			}
+			c.kinds = nil
 			return fmt.Errorf("bloat: open udp probe socket to %s: %w", raddr, err)
 		}
 		if u.dscp != 0 {

@@ -40,9 +40,11 @@ type Result struct {
 	StepS  float64 `json:"step_s"`
 	TotalS float64 `json:"total_s"`
 
-	// Goodput over the load phases, all streams of a direction summed:
-	// bytes received by the client (download) or acknowledged by the server
-	// (upload), divided by the phase length.
+	// Goodput over the load phases, all streams of a direction summed,
+	// divided by the phase length: for downloads the bytes the client
+	// received during the phase (as iperf3's receiver counts), for uploads
+	// the bytes sent during the phase that reached the server (its count
+	// after FIN, capped by what had left the socket buffer).
 	DownloadMbps float64 `json:"download_mbps"`
 	UploadMbps   float64 `json:"upload_mbps"`
 	// Round-trip latency of all probe kinds pooled, idle (lead and tail)
@@ -101,7 +103,9 @@ type Stream struct {
 	EndS   float64 `json:"end_s"`
 	Bytes  int64   `json:"bytes"`
 	Mbps   float64 `json:"mbps"`
-	// MbpsSeries is the goodput in each step, aligned with Series.TS.
+	// MbpsSeries is the goodput in each step, aligned with Series.TS:
+	// bytes received (down) or acknowledged (up, so it lags by the reverse
+	// path's queue and is lumpier than the total).
 	MbpsSeries []float64 `json:"mbps_series"`
 }
 

@@ -64,6 +64,9 @@ type Server struct {
 type session struct {
 	peer     netip.Addr
 	deadline time.Time
+	// probe rate limiting: answers in the current second
+	probeSec   int64
+	probeCount int
 	ctx      context.Context
 	cancel   context.CancelFunc
 	streams  int
@@ -327,6 +330,10 @@ func (s *Server) stream(c net.Conn, m *message, handshakeDone func()) {
 	sinkLoad(c)
 }
 
+// maxProbesPerSecond caps the probe answers per session: 4 kinds at the
+// smallest interval (10 ms) are 400 per second.
+const maxProbesPerSecond = 1000
+
 // loadChunk is the size of each write of load data. 128 KiB keeps the
 // syscall count low (profiling showed 16 KiB writes cost 3× the CPU).
 const loadChunk = 128 << 10
@@ -397,6 +404,16 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 		s.mu.Lock()
 		sess := s.sessions[p.token]
 		ok := sess != nil && sess.peer == peerAddr(from) && time.Now().Before(sess.deadline)
+		if ok {
+			// A client sends a handful of probes per interval; cap the
+			// answers so a session cannot turn the server into a UDP
+			// blaster, even towards itself.
+			if sec := recv / int64(time.Second); sec != sess.probeSec {
+				sess.probeSec, sess.probeCount = sec, 0
+			}
+			sess.probeCount++
+			ok = sess.probeCount <= maxProbesPerSecond
+		}
 		s.mu.Unlock()
 		if !ok {
 			continue
