@@ -67,9 +67,9 @@ type session struct {
 	// probe rate limiting: answers in the current second
 	probeSec   int64
 	probeCount int
-	ctx      context.Context
-	cancel   context.CancelFunc
-	streams  int
+	ctx        context.Context
+	cancel     context.CancelFunc
+	streams    int
 }
 
 // NewServer returns a server enforcing lim. logf receives one line per
