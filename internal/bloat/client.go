@@ -41,9 +41,11 @@ type Options struct {
 	Secret  string
 	// NoICMP disables the ICMP echo probe.
 	NoICMP bool
-	// Enter, if set, is called around the creation of every socket; fn
-	// must run on the calling OS thread's network namespace of choice
-	// (e.g. internal/netns Do). nil creates sockets in the caller's namespace.
+	// Enter, if set, wraps the creation of every socket the client opens
+	// (control, load streams, probes): it must call fn on an OS thread that
+	// is inside the wanted network namespace and return fn's error, which
+	// is exactly what internal/netns's (*NS).Do does. Sockets stay in that
+	// namespace afterwards. nil opens them in the caller's namespace.
 	Enter func(fn func() error) error
 	// Progress, if set, is called once per step from another goroutine.
 	Progress func(Progress)

@@ -26,5 +26,18 @@
 // that runs fn on an OS thread locked into a namespace (internal/netns Do).
 // Sockets keep their namespace afterwards, whichever goroutine uses them.
 // The server takes already-created listeners, so the caller creates them in
-// whatever namespace it wants.
+// whatever namespace it wants. A lab runs both ends like this:
+//
+//	var ln net.Listener
+//	var pc net.PacketConn
+//	serverNS.Do(func() (err error) {
+//		if ln, err = net.Listen("tcp", "10.0.0.1:0"); err != nil {
+//			return err
+//		}
+//		pc, err = net.ListenPacket("udp", ln.Addr().String())
+//		return err
+//	})
+//	go bloat.NewServer(bloat.Limits{}, log.Printf).Serve(ctx, ln, pc)
+//	res, err := bloat.Run(ctx, bloat.Options{Addr: ln.Addr().String(), Enter: clientNS.Do})
+//	report.Text(os.Stdout, res); plot.Write(f, "run.svg", res)
 package bloat
