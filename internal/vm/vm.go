@@ -57,6 +57,9 @@ type Config struct {
 	MemoryMB, CPUs int
 	// QEMU and Busybox override the binaries found on PATH or in /bin.
 	QEMU, Busybox string
+	// KernelArgs are appended to the kernel command line (e.g.
+	// "loglevel=7" to see boot messages in errors).
+	KernelArgs []string
 }
 
 // Result is what one run measured.
@@ -137,7 +140,7 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", cfg.Kernel.Image, "-initrd", initrd.Name(),
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		"-append", strings.Join(append([]string{"console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"}, cfg.KernelArgs...), " "),
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
 	}
 	if cfg.OutDir != "" {
