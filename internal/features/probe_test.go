@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"sqm/internal/testutil"
@@ -116,5 +117,36 @@ func TestVMAllFeatures(t *testing.T) {
 		if err := p.check(f.Type, f.Name); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestConcurrentProbes hammers one Prober from several goroutines: every
+// caller must get the same answer, and each feature is probed once.
+func TestConcurrentProbes(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := NewProber()
+	kinds := []string{"htb", "tbf", "ingress", "cake"}
+	var wg sync.WaitGroup
+	errs := make([][]error, 8)
+	for i := range errs {
+		errs[i] = make([]error, len(kinds))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j, k := range kinds {
+				errs[i][j] = p.Qdisc(k)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range errs {
+		for j := range kinds {
+			if errs[i][j] != errs[0][j] {
+				t.Errorf("goroutine %d got %v for %s, goroutine 0 got %v", i, errs[i][j], kinds[j], errs[0][j])
+			}
+		}
+	}
+	if len(p.known) != len(kinds) {
+		t.Errorf("cache holds %d answers, want %d", len(p.known), len(kinds))
 	}
 }
