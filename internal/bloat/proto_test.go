@@ -2,9 +2,13 @@ package bloat
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMessageRoundTrip(t *testing.T) {
@@ -121,6 +125,48 @@ func FuzzReadMessage(f *testing.F) {
 		var p probe
 		if err := p.unmarshal(b); err == nil && len(b) != probeLen {
 			t.Fatal("probe of wrong size accepted")
+		}
+	})
+}
+
+// FuzzServerConn feeds arbitrary bytes to the server's connection handler
+// and checks it neither panics nor hangs: it must return once the peer has
+// sent its bytes and closed.
+func FuzzServerConn(f *testing.F) {
+	var buf bytes.Buffer
+	writeMessage(&buf, &message{Type: msgHello, Version: 1, DurationMs: 1000, Streams: 4})
+	writeMessage(&buf, &message{Type: msgAuth})
+	f.Add(buf.Bytes())
+	buf.Reset()
+	writeMessage(&buf, &message{Type: msgStream, Token: make([]byte, tokenLen), Dir: DirUp})
+	f.Add(buf.Bytes())
+	f.Add([]byte("\x00\x10{\"type\":\"hello\"}"))
+	s := NewServer(Limits{MaxDuration: time.Second}, nil)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		client, server := net.Pipe()
+		done := make(chan struct{})
+		s.mu.Lock()
+		s.pending++
+		s.mu.Unlock()
+		go func() {
+			defer close(done)
+			s.handle(context.Background(), server)
+		}()
+		go func() {
+			client.SetDeadline(time.Now().Add(2 * time.Second))
+			client.Write(in)
+			client.Close()
+		}()
+		go io.Copy(io.Discard, client)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("server still handling the connection 3s after the peer closed; input %q", in)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.pending != 0 || len(s.sessions) != 0 {
+			t.Fatalf("leaked state: %d pending, %d sessions", s.pending, len(s.sessions))
 		}
 	})
 }
