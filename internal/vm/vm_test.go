@@ -117,13 +117,15 @@ func TestFindKernel(t *testing.T) {
 	if _, err := findKernel(boot, mods); err == nil || !strings.Contains(err.Error(), "apt-get install linux-image-amd64") {
 		t.Fatalf("empty dirs: err = %v, want one naming the package", err)
 	}
-	for _, rel := range []string{"6.1.0-9-amd64", "6.1.0-57-amd64", "6.9.0-1-amd64"} {
+	for _, rel := range []string{"6.1.0-9-amd64", "6.1.0-57-amd64", "6.9.0-1-amd64", "6.18.0-cloud"} {
 		os.WriteFile(filepath.Join(boot, "vmlinuz-"+rel), []byte("k"), 0o644)
 	}
-	// 6.9 has no module tree, so 6.1.0-57 is the newest usable one.
-	for _, rel := range []string{"6.1.0-9-amd64", "6.1.0-57-amd64"} {
+	// 6.9 has no module tree and 6.18 one without 9p and cake, so
+	// 6.1.0-57 is the newest usable one.
+	full := "kernel/fs/9p/9p.ko: x\nkernel/net/9p/9pnet_virtio.ko.xz:\nkernel/net/sched/sch_cake.ko.zst:\n"
+	for rel, dep := range map[string]string{"6.1.0-9-amd64": full, "6.1.0-57-amd64": full, "6.18.0-cloud": "kernel/net/sched/sch_htb.ko:\n"} {
 		os.MkdirAll(filepath.Join(mods, rel), 0o755)
-		os.WriteFile(filepath.Join(mods, rel, "modules.dep"), nil, 0o644)
+		os.WriteFile(filepath.Join(mods, rel, "modules.dep"), []byte(dep), 0o644)
 	}
 	k, err := findKernel(boot, mods)
 	if err != nil {
@@ -132,6 +134,11 @@ func TestFindKernel(t *testing.T) {
 	want := Kernel{Image: filepath.Join(boot, "vmlinuz-6.1.0-57-amd64"), Release: "6.1.0-57-amd64", Modules: filepath.Join(mods, "6.1.0-57-amd64")}
 	if k != want {
 		t.Errorf("got %+v, want %+v", k, want)
+	}
+	os.Remove(filepath.Join(boot, "vmlinuz-6.1.0-57-amd64"))
+	os.Remove(filepath.Join(boot, "vmlinuz-6.1.0-9-amd64"))
+	if _, err := findKernel(boot, mods); err == nil || !strings.Contains(err.Error(), "no 9p, 9pnet_virtio, sch_cake modules") {
+		t.Errorf("only a minimal kernel: err = %v, want one naming the missing modules", err)
 	}
 }
 
