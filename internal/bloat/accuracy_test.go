@@ -141,12 +141,50 @@ func TestAccuracy(t *testing.T) {
 		for _, pk := range idle.Probes {
 			kind[pk.Kind] = pk.Idle.MedianMs
 		}
+		// Latency under load: ping runs alongside an RRUL run; compare the
+		// medians of the samples sent during the load phase.
+		pingCmd := inNS(s.cliNS, "ping", "-n", "-D", "-i", "0.2", "-w", strconv.Itoa(secs+4), s.ip)
+		var pingOut strings.Builder
+		pingCmd.Stdout = &pingOut
+		if err := pingCmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		rrul, err := bloat.Run(context.Background(), bloat.Options{Addr: addr, Duration: time.Duration(secs) * time.Second,
+			Idle: 2 * time.Second, Enter: s.enter})
+		pingCmd.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadFrom := float64(rrul.Start.UnixNano())/1e9 + rrul.IdleS
+		loadTo := loadFrom + rrul.LoadS
+		var loadedPing []float64
+		for _, m := range regexp.MustCompile(`\[([0-9.]+)\].*time=([0-9.]+) ms`).FindAllStringSubmatch(pingOut.String(), -1) {
+			ts, _ := strconv.ParseFloat(m[1], 64)
+			v, _ := strconv.ParseFloat(m[2], 64)
+			// -D stamps the reply; the request left v ms earlier.
+			if sent := ts - v/1000; sent >= loadFrom && sent < loadTo {
+				loadedPing = append(loadedPing, v)
+			}
+		}
+		sort.Float64s(loadedPing)
+		loadedKind := map[string]float64{}
+		for _, pk := range rrul.Probes {
+			loadedKind[pk.Kind] = pk.Loaded.MedianMs
+		}
+		lpMed := 0.0
+		if len(loadedPing) > 0 {
+			lpMed = loadedPing[len(loadedPing)/2]
+		}
+
 		pct := func(a, b float64) float64 { return 100 * (a - b) / b }
 		lines = append(lines,
 			fmt.Sprintf("%-12s download: sqm %9.2f  iperf3 %9.2f Mbit/s (%+.1f%%)", s.name, res.DownloadMbps, ipDown, pct(res.DownloadMbps, ipDown)),
 			fmt.Sprintf("%-12s upload:   sqm %9.2f  iperf3 %9.2f Mbit/s (%+.1f%%)", s.name, res.UploadMbps, ipUp, pct(res.UploadMbps, ipUp)),
 			fmt.Sprintf("%-12s idle median: ping %.3f ms, sqm icmp %.3f ms (%+.3f), sqm udp %.3f ms (%+.3f)", s.name,
 				pMed, kind["icmp"], kind["icmp"]-pMed, kind["udp-be"], kind["udp-be"]-pMed),
+			fmt.Sprintf("%-12s rrul loaded median: ping %.3f ms (%d samples), sqm icmp %.3f (%+.3f), udp-be %.3f (%+.3f), udp-ef %.3f, udp-bk %.3f",
+				s.name, lpMed, len(loadedPing), loadedKind["icmp"], loadedKind["icmp"]-lpMed, loadedKind["udp-be"], loadedKind["udp-be"]-lpMed,
+				loadedKind["udp-ef"], loadedKind["udp-bk"]),
 			fmt.Sprintf("%-12s cpu (client+server, %% of one core): sqm %.1f%% averaged over down+up; iperf3 %.1f%% down, %.1f%% up",
 				s.name, cpuPct, iperfCPU[0], iperfCPU[1]))
 	}
