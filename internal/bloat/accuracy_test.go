@@ -5,6 +5,7 @@ package bloat_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,11 +27,12 @@ import (
 // goodput against iperf3 (same stream count and duration, both directions)
 // and idle median latency against ping, on loopback and across a namespace
 // pair shaped to 50 Mbit/s with htb. It logs the figures and asserts
-// nothing timed: it is a measurement. Opt in with SQM_ACCURACY=1 (as root);
+// nothing timed: it is a measurement. It runs only when asked for by name
+// (go test -run TestAccuracy -v) or with SQM_ACCURACY=1, as root;
 // SQM_ACCURACY_SECONDS sets the load duration (default 10).
 func TestAccuracy(t *testing.T) {
-	if os.Getenv("SQM_ACCURACY") == "" {
-		t.Skip("measurement, not a test: set SQM_ACCURACY=1 (root, iperf3 and ping installed) to compare with iperf3 and ping; takes about 3 minutes")
+	if f := flag.Lookup("test.run"); os.Getenv("SQM_ACCURACY") == "" && (f == nil || !strings.Contains(f.Value.String(), "Accuracy")) {
+		t.Skip("measurement, not a test: run it with -run TestAccuracy or SQM_ACCURACY=1 (root, iperf3 and ping installed); takes about 3 minutes")
 	}
 	testutil.RequireRoot(t)
 	for _, tool := range []string{"iperf3", "ping"} {
