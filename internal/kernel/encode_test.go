@@ -169,3 +169,20 @@ func TestU32SelLayout(t *testing.T) {
 		t.Errorf("off = %d", got)
 	}
 }
+
+func TestPackKeys(t *testing.T) {
+	// The planner's VLAN IPv4 DSCP filter: version nibble and DSCP in the
+	// same word, as tc merges them.
+	got, err := packKeys([]plan.U32Key{
+		{Val: 0x0800, Mask: 0xffff, Off: 0},
+		{Val: 0x40000000, Mask: 0xf0000000, Off: 4},
+		{Val: 0x00b80000, Mask: 0x00fc0000, Off: 4},
+	})
+	want := []plan.U32Key{{Val: 0x0800, Mask: 0xffff, Off: 0}, {Val: 0x40b80000, Mask: 0xf0fc0000, Off: 4}}
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("packKeys = %v, %v; want %v", got, err, want)
+	}
+	if _, err := packKeys([]plan.U32Key{{Val: 0x1, Mask: 0xff}, {Val: 0x2, Mask: 0xff}}); err == nil {
+		t.Error("contradicting keys accepted")
+	}
+}

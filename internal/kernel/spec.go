@@ -543,14 +543,18 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 		if fl.U32 == nil {
 			return o, fmt.Errorf("u32 filter without keys")
 		}
-		desc.keys = fl.U32.Keys
+		keys, err := packKeys(fl.U32.Keys)
+		if err != nil {
+			return o, err
+		}
+		desc.keys = keys
 		if hasPolice {
 			o.useRaw = true
-			o.rawOpts = u32Options(fl.U32.Keys, fl.FlowID, rawActs)
+			o.rawOpts = u32Options(keys, fl.FlowID, rawActs)
 			break
 		}
-		sel := &tc.U32Sel{Flags: 1 /* TC_U32_TERMINAL */, NKeys: uint8(len(fl.U32.Keys))}
-		for _, k := range fl.U32.Keys {
+		sel := &tc.U32Sel{Flags: 1 /* TC_U32_TERMINAL */, NKeys: uint8(len(keys))}
+		for _, k := range keys {
 			sel.Keys = append(sel.Keys, tc.U32Key{Mask: netU32(k.Mask), Val: netU32(k.Val & k.Mask), Off: uint32(k.Off)})
 		}
 		u := &tc.U32{Sel: sel}
@@ -584,6 +588,34 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 	}
 	o.fd = desc
 	return o, nil
+}
+
+// packKeys is iproute2's pack_key: keys at the same offset are merged into
+// one (values and masks or-ed), as tc does, so the kernel holds the same
+// selector whether tc or sqm built it. Keys that contradict each other
+// can never match and are an error.
+func packKeys(in []plan.U32Key) ([]plan.U32Key, error) {
+	out := make([]plan.U32Key, 0, len(in))
+next:
+	for _, k := range in {
+		k.Val &= k.Mask
+		for i := range out {
+			if out[i].Off == k.Off {
+				if (k.Val^out[i].Val)&(k.Mask&out[i].Mask) != 0 {
+					return nil, fmt.Errorf("u32 keys at offset %d contradict each other (%08x/%08x and %08x/%08x)",
+						k.Off, out[i].Val, out[i].Mask, k.Val, k.Mask)
+				}
+				out[i].Val |= k.Val
+				out[i].Mask |= k.Mask
+				continue next
+			}
+		}
+		out = append(out, k)
+	}
+	if len(out) > 128 {
+		return nil, fmt.Errorf("u32 filter with %d keys: at most 128", len(out))
+	}
+	return out, nil
 }
 
 // fdesc is a filter reduced to what sqm sets, rendered as one comparable
