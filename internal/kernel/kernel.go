@@ -12,6 +12,17 @@
 //
 // Nothing here forks tc or ip: sqm runs on routers where process start-up
 // dominates the time a reconfiguration takes.
+//
+// Trees built here are the ones tc builds from plan.RenderShell's script,
+// attribute for attribute as the kernel dumps them (transmit times
+// truncated to whole microseconds, tbf's burst sent in bytes, u32 keys at
+// one offset merged): the VM tests compare both dumps for every recipe.
+//
+// Apply is transactional. Before touching anything it asks
+// internal/features for every kind the plan uses and refuses with all the
+// missing modules named. Past that point a failure deletes what was built
+// and rebuilds sqm's previous tree from Owned.Plan, which is why Owned
+// carries the plan it came from.
 package kernel
 
 import (
