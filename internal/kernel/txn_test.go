@@ -233,3 +233,27 @@ func TestMatchesDetectsTampering(t *testing.T) {
 		t.Errorf("deleted root not reported:\n%s", diff)
 	}
 }
+
+// TestRemoveLeavesOthersAlone: after someone replaced sqm's root and
+// ingress qdiscs, Remove must not delete theirs.
+func TestRemoveLeavesOthersAlone(t *testing.T) {
+	ns, c := setupNS(t)
+	p := build(t, queue("simplest", "pfifo"))
+	res, err := c.Apply(p, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.sh(t, "tc", "qdisc", "replace", "dev", "wan0", "root", "handle", "7:", "tbf", "rate", "1mbit", "burst", "10k", "latency", "50ms")
+	ns.sh(t, "tc", "qdisc", "del", "dev", "wan0", "ingress")
+	ns.sh(t, "tc", "qdisc", "add", "dev", "wan0", "clsact")
+	if err := c.Remove(&res.Owned); err != nil {
+		t.Fatal(err)
+	}
+	out := ns.sh(t, "tc", "qdisc", "show", "dev", "wan0")
+	if !strings.Contains(out, "tbf 7:") || !strings.Contains(out, "clsact") {
+		t.Errorf("Remove deleted qdiscs sqm did not own:\n%s", out)
+	}
+	if ok, _ := c.LinkExists(p.Ingress.IFB); ok {
+		t.Error("Remove left sqm's IFB")
+	}
+}
