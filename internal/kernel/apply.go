@@ -34,7 +34,8 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	if ok, _, err := c.Matches(p); err == nil && ok && !prevWantsCleanup(p, prev) {
+	ok, _, cur, err := c.matches(p, l)
+	if err == nil && ok && !prevWantsCleanup(p, prev) {
 		o := ownedFor(p, l.Index, prev)
 		if o.IFB != "" {
 			if il, err := c.linkByName(o.IFB); err == nil {
@@ -48,9 +49,10 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 			return nil, err
 		}
 	}
-	cur, err := c.readTree(l.Index)
-	if err != nil {
-		return nil, fmt.Errorf("apply %s: read current qdiscs: %w", p.Interface, err)
+	if cur == nil {
+		if cur, err = c.readTree(l.Index); err != nil {
+			return nil, fmt.Errorf("apply %s: read current qdiscs: %w", p.Interface, err)
+		}
 	}
 	tx := &txn{c: c, p: p, prev: prev, iface: l}
 	if err := tx.check(cur, opts); err != nil {

@@ -24,6 +24,13 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 	if err != nil {
 		return false, "", fmt.Errorf("matches: %w", err)
 	}
+	ok, diff, _, err := c.matches(p, l)
+	return ok, diff, err
+}
+
+// matches is Matches on a looked-up interface; it also returns the
+// interface's tree so Apply need not dump it again.
+func (c *Conn) matches(p *plan.Plan, l *link) (bool, string, *tree, error) {
 	var diffs []string
 	res := func(dev string) (int, error) {
 		dl, err := c.linkByName(dev)
@@ -34,12 +41,12 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 	}
 	cur, err := c.readTree(l.Index)
 	if err != nil {
-		return false, "", fmt.Errorf("matches %s: %w", p.Interface, err)
+		return false, "", nil, fmt.Errorf("matches %s: %w", p.Interface, err)
 	}
 	if p.Egress != nil {
 		ops, err := treeOps(p.Egress, c.tick, res)
 		if err != nil {
-			return false, "", fmt.Errorf("matches %s: %w", p.Interface, err)
+			return false, "", nil, fmt.Errorf("matches %s: %w", p.Interface, err)
 		}
 		diffs = append(diffs, compareTree(p.Interface, ops, cur, false)...)
 	}
@@ -56,7 +63,7 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 				continue
 			}
 			if err != nil {
-				return false, "", fmt.Errorf("matches %s: %w", p.Interface, err)
+				return false, "", nil, fmt.Errorf("matches %s: %w", p.Interface, err)
 			}
 			hook = append(hook, o)
 		}
@@ -67,7 +74,7 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 			case errors.Is(err, ErrNoLink):
 				diffs = append(diffs, fmt.Sprintf("%s: ifb device missing", in.IFB))
 			case err != nil:
-				return false, "", fmt.Errorf("matches %s: %w", p.Interface, err)
+				return false, "", nil, fmt.Errorf("matches %s: %w", p.Interface, err)
 			default:
 				if !il.Up {
 					diffs = append(diffs, fmt.Sprintf("%s: ifb device is down", in.IFB))
@@ -75,18 +82,18 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 				if in.Shaper != nil {
 					ops, err := treeOps(in.Shaper, c.tick, res)
 					if err != nil {
-						return false, "", fmt.Errorf("matches %s: %w", in.IFB, err)
+						return false, "", nil, fmt.Errorf("matches %s: %w", in.IFB, err)
 					}
 					it, err := c.readTree(il.Index)
 					if err != nil {
-						return false, "", fmt.Errorf("matches %s: %w", in.IFB, err)
+						return false, "", nil, fmt.Errorf("matches %s: %w", in.IFB, err)
 					}
 					diffs = append(diffs, compareTree(in.IFB, ops, it, true)...)
 				}
 			}
 		}
 	}
-	return len(diffs) == 0, strings.Join(diffs, "\n"), nil
+	return len(diffs) == 0, strings.Join(diffs, "\n"), cur, nil
 }
 
 // compareTree compares the root tree part (qdiscs, classes, non-ingress
