@@ -173,3 +173,43 @@ func keep(t *testing.T, name, path string) {
 		os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
 }
+
+// TestNetnsICMPPingSocket lets the client's namespace allow unprivileged
+// ping sockets (net.ipv4.ping_group_range covers gid 0), which the client
+// tries before raw sockets, and checks ICMP probes are answered through
+// them, over IPv4 and IPv6.
+func TestNetnsICMPPingSocket(t *testing.T) {
+	p := newNSPair(t, 0)
+	if err := p.b.SetSysctl("net.ipv4.ping_group_range", "0 0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v6 := range []bool{false, true} {
+		err := p.b.Do(func() error {
+			c, err := bloat.ListenPing(v6)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("ping socket (v6 %v) with ping_group_range 0 0: %v", v6, err)
+		}
+	}
+	for _, tt := range []struct{ network, listen string }{{"tcp4", "10.77.0.1:0"}, {"tcp6", "[fd77::1]:0"}} {
+		addr := serveIn(t, p.a, tt.listen)
+		res, err := bloat.Run(context.Background(), bloat.Options{Addr: addr, Mode: bloat.ModeIdle, Network: tt.network,
+			Duration: time.Second, Interval: 50 * time.Millisecond, Enter: p.b.Do})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var icmp *bloat.ProbeSummary
+		for i := range res.Probes {
+			if res.Probes[i].Kind == "icmp" {
+				icmp = &res.Probes[i]
+			}
+		}
+		if icmp == nil || icmp.Idle.Count < 15 {
+			t.Errorf("%s: icmp probes %+v; notes %q", tt.network, icmp, res.Notes)
+		}
+	}
+}

@@ -1,0 +1,4 @@
+package bloat
+
+// ListenPing exposes listenPing to the external tests.
+var ListenPing = listenPing
