@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,6 +46,29 @@ func TestText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q", want)
 		}
+	}
+}
+
+func TestTextSpeedtest(t *testing.T) {
+	r := bloattest.Synthetic()
+	r.Mode = bloat.ModeSpeedtest
+	r.LoadS = 10
+	down, up := r.Loaded, r.Loaded
+	down.MedianMs, up.MedianMs = 250, 330
+	r.Phases = []bloat.Phase{
+		{Name: "idle-before", StartS: 0, EndS: 5, Latency: r.Idle},
+		{Name: "download", StartS: 5, EndS: 15, DownloadMbps: 19.4, Latency: down},
+		{Name: "upload", StartS: 15, EndS: 25, UploadMbps: 4.85, Latency: up},
+		{Name: "idle-after", StartS: 25, EndS: 30, Latency: r.Idle},
+	}
+	r.Notes = nil
+	var b bytes.Buffer
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "speedtest.txt.golden", b.Bytes())
+	if !regexp.MustCompile(`idle +download +upload +loaded`).MatchString(b.String()) {
+		t.Errorf("speedtest text lacks the per-phase columns:\n%s", b.String())
 	}
 }
 
