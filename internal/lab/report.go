@@ -59,8 +59,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	var notes []string
-	for _, res := range []*bloat.Result{r.Before, r.After} {
-		notes = append(notes, res.Notes...)
+	for i, res := range []*bloat.Result{r.Before, r.After} {
+		for _, n := range res.Notes {
+			notes = append(notes, []string{"without SQM: ", "with SQM: "}[i]+n)
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "Notes:\n  %s\n", strings.Join(notes, "\n  "))

@@ -84,6 +84,12 @@ func WriteTable(w io.Writer, link Link, shaping string, before, after Side) erro
 		return err
 	}
 	d, u := GivenUp(before, after)
-	_, err := fmt.Fprintf(w, "\nThroughput given up for it: download %s%%, upload %s%%\n", num(d, 1), num(u, 1))
+	pct := func(v float64) string {
+		if math.IsNaN(v) {
+			return "n/a (nothing got through without SQM)"
+		}
+		return num(v, 1) + "%"
+	}
+	_, err := fmt.Fprintf(w, "\nThroughput given up for it: download %s, upload %s\n", pct(d), pct(u))
 	return err
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,6 +53,9 @@ func TestWriteTable(t *testing.T) {
 	golden(t, "table", b.Bytes())
 	if got := before.InducedMs(90); got != 628 {
 		t.Errorf("induced p90 = %v, want 628", got)
+	}
+	if d, _ := GivenUp(Side{}, after); !math.IsNaN(d) {
+		t.Errorf("given up with nothing before = %v, want NaN (shown as n/a)", d)
 	}
 	d, u := GivenUp(before, after)
 	if d < 17.2 || d > 17.3 || u < 11.5 || u > 11.6 {
