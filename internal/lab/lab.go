@@ -15,10 +15,11 @@
 // internal/kernel). Measurement is internal/bloat, client in the client
 // namespace, server in the server namespace.
 //
-// Everything the lab creates lives in namespaces named after the process id
-// (and a random suffix), so two labs can run at once; deleting the
-// namespaces removes every veth and qdisc with them, which Run does on
-// return whatever happened (error, context cancelled by Ctrl-C).
+// Everything the lab creates lives in named namespaces (internal/netns,
+// sqmlab-ROLE-PID-N, visible to `ip netns`), so two labs can run at once;
+// deleting the namespaces removes every veth, IFB and qdisc with them,
+// which Run does on return whatever happened (error, context cancelled by
+// Ctrl-C).
 package lab
 
 import (

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
@@ -70,6 +73,11 @@ func TestVMLabDefault(t *testing.T) {
 	}
 	if len(rep.Link.Namespaces) != 4 {
 		t.Errorf("namespaces = %v, want client, router, isp, server", rep.Link.Namespaces)
+	}
+	for _, n := range rep.Link.Namespaces {
+		if _, err := os.Stat(filepath.Join(netns.Dir, n)); err == nil {
+			t.Errorf("namespace %s still exists after Run returned", n)
+		}
 	}
 	if len(rep.Link.nsIDs) != 4 {
 		t.Errorf("namespace ids = %v", rep.Link.nsIDs)

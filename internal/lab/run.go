@@ -9,6 +9,7 @@ import (
 	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/netns"
 	"sqm/internal/plan"
 )
 
@@ -120,7 +121,7 @@ func (t *topology) shape(q *config.Queue) (*plan.Plan, func() error, error) {
 
 // status reads the qdiscs of devs in ns; the lab reports them but does not
 // depend on them, so a failure is returned as an empty list.
-func (t *topology) status(ns namespace, devs ...string) []kernel.DeviceStatus {
+func (t *topology) status(ns *netns.NS, devs ...string) []kernel.DeviceStatus {
 	var st []kernel.DeviceStatus
 	_ = ns.Do(func() error {
 		k, err := kernel.Open()

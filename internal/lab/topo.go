@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/florianl/go-tc"
+
+	"sqm/internal/netns"
 )
 
 // Addresses and device names inside the lab. Every namespace is private to
@@ -23,30 +26,23 @@ const (
 	serverDev = "eth0" // server, towards the isp
 )
 
-// namespace is what the lab needs of a network namespace: run code inside
-// it and remove it.
-type namespace interface {
-	Name() string
-	Do(fn func() error) error
-	Close() error
-}
-
 // topology is the four namespaces of one lab run.
 type topology struct {
-	client, router, isp, server namespace
+	client, router, isp, server *netns.NS
 }
 
-func (t *topology) all() []namespace {
-	return []namespace{t.client, t.router, t.isp, t.server}
+func (t *topology) all() []*netns.NS {
+	return []*netns.NS{t.client, t.router, t.isp, t.server}
 }
 
-// ids are the namespaces' /proc identities, for tests that check nothing
-// still refers to them.
+// ids are the namespaces' /proc identities ("net:[4026532211]"), for tests
+// that check nothing still refers to them.
 func (t *topology) ids() []string {
 	var s []string
 	for _, n := range t.all() {
-		if n, ok := n.(*netNS); ok && n.fd >= 0 {
-			s = append(s, n.id())
+		if n != nil && n.FD() >= 0 {
+			id, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", n.FD()))
+			s = append(s, id)
 		}
 	}
 	return s

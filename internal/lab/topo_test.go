@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
@@ -79,22 +77,24 @@ func TestTopology(t *testing.T) {
 	res, err := topo.measure(ctx, o, "plain")
 	srv.stop()
 	// Offloads: TSO must be off on the shaped veth.
-	var tso uint32 = 1
-	if derr := topo.router.Do(func() error {
-		var e error
-		tso, e = ethtoolGet(wanDev, 0x1e) // ETHTOOL_GTSO
-		return e
-	}); derr != nil {
-		t.Error(derr)
+	tso, terr := topo.router.OffloadOn(wanDev, netns.TSO)
+	if terr != nil {
+		t.Error(terr)
 	}
+	names := topo.names()
 	if cerr := topo.Close(); cerr != nil {
 		t.Error(cerr)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tso != 0 {
-		t.Errorf("TSO on %s = %d, want 0", wanDev, tso)
+	if tso {
+		t.Errorf("TSO on %s is on, want off", wanDev)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(netns.Dir, n)); err == nil {
+			t.Errorf("namespace %s still exists after Close", n)
+		}
 	}
 	if res.DownloadMbps <= 0 || res.UploadMbps <= 0 || res.Loaded.Count == 0 {
 		t.Errorf("result through the topology: down %v up %v, %d loaded probes; want traffic both ways",
@@ -121,17 +121,4 @@ func TestRunRefusesWithoutNetem(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-}
-
-func ethtoolGet(dev string, cmd uint32) (uint32, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	v, err := ethtoolIoctl(fd, dev, cmd, 0)
-	if err != nil {
-		return 0, fmt.Errorf("ethtool %#x on %s: %w", cmd, dev, err)
-	}
-	return v, nil
 }
