@@ -228,9 +228,11 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		Env:     []string{labResultEnv + "=" + vm.GuestOutDir + "/result"},
 		OutDir:  share,
 		Stdout:  env.Stderr,
-		// Two tests of up to 2×d each (speedtest runs the directions one
-		// after the other) plus idle phases, setup and boot, under emulation.
-		Timeout: 6*d + 5*time.Minute,
+		// Two tests of 2×d each (speedtest runs the directions one after
+		// the other) plus idle phases, setup and boot: about 4×d + 1 min on
+		// a quiet host. Bounded so that a guest that locks up (seen once,
+		// soft lockup while shaping was applied) fails in minutes.
+		Timeout: 4*d + 3*time.Minute,
 	})
 	if err != nil {
 		return fmt.Errorf("lab --vm: %w", err)
