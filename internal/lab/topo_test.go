@@ -122,3 +122,40 @@ func TestRunRefusesWithoutNetem(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureCancel is Ctrl-C in the middle of a test: the measurement
+// stops with the context's error at once, and Close still removes every
+// namespace (Run defers exactly this).
+func TestMeasureCancel(t *testing.T) {
+	testutil.RequireRoot(t)
+	topo, err := newTopology(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, ids := topo.names(), topo.ids()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := topo.startServer(ctx)
+	if err != nil {
+		topo.Close()
+		t.Fatal(err)
+	}
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = topo.measure(ctx, &Options{Mode: "speedtest", Duration: 20 * time.Second, Idle: time.Second}, "cancelled")
+	took := time.Since(start)
+	srv.stop()
+	if cerr := topo.Close(); cerr != nil {
+		t.Error(cerr)
+	}
+	if err == nil || took > 10*time.Second {
+		t.Errorf("measure after cancel: err %v after %v; want an error within seconds", err, took)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(netns.Dir, n)); err == nil {
+			t.Errorf("namespace %s still exists after Close", n)
+		}
+	}
+	if n := ourNetNSRefs(t, ids...); n != 0 {
+		t.Errorf("after Close this process still holds %d references to lab namespaces", n)
+	}
+}
