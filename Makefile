@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet unit vmtest demo sizes clean
+.PHONY: all build setup test fmt vet unit vmtest demo sizes clean install install-openwrt
 
 all: build
 
@@ -60,3 +60,29 @@ sizes:
 
 clean:
 	rm -rf bin
+
+# Install the binary, the systemd units and (only if absent) the sample
+# config under DESTDIR, e.g. `make install DESTDIR=/tmp/pkg` for a package.
+# The units are rewritten to name $(SBINDIR)/sqm and $(SYSCONFDIR)/config/sqm.
+# See dist/README.md.
+PREFIX     ?= /usr
+SBINDIR    ?= $(PREFIX)/sbin
+SYSTEMDDIR ?= /lib/systemd/system
+SYSCONFDIR ?= /etc
+
+install: build
+	install -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/config
+	install -m 0755 bin/sqm $(DESTDIR)$(SBINDIR)/sqm
+	for u in sqm.service sqm@.service; do \
+		sed -e 's|/usr/sbin/sqm|$(SBINDIR)/sqm|g' -e 's|/etc/config/sqm|$(SYSCONFDIR)/config/sqm|g' dist/systemd/$$u > $(DESTDIR)$(SYSTEMDDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \
+	done
+	[ -e $(DESTDIR)$(SYSCONFDIR)/config/sqm ] || install -m 0644 dist/openwrt/sqm.config $(DESTDIR)$(SYSCONFDIR)/config/sqm
+
+# The OpenWrt procd init script and hotplug hook (binary and config as above).
+install-openwrt: build
+	install -d -m 0755 $(DESTDIR)/usr/sbin $(DESTDIR)/etc/init.d $(DESTDIR)/etc/hotplug.d/iface $(DESTDIR)/etc/config
+	install -m 0755 bin/sqm $(DESTDIR)/usr/sbin/sqm
+	install -m 0755 dist/openwrt/sqm.init $(DESTDIR)/etc/init.d/sqm
+	install -m 0644 dist/openwrt/sqm.hotplug $(DESTDIR)/etc/hotplug.d/iface/11-sqm
+	[ -e $(DESTDIR)/etc/config/sqm ] || install -m 0644 dist/openwrt/sqm.config $(DESTDIR)/etc/config/sqm
