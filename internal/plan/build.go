@@ -102,8 +102,9 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 	if q.Interface == "" {
 		return nil, q.Errorf("interface", "no interface given; set option interface to the device to shape")
 	}
-	if env.MTU < 68 || env.MTU > 65535 {
-		return nil, fmt.Errorf("plan: interface %s: MTU %d is not a usable MTU (68..65535); check the device", q.Interface, env.MTU)
+	// 65536 is the loopback MTU on Linux.
+	if env.MTU < 68 || env.MTU > 65536 {
+		return nil, fmt.Errorf("plan: interface %s: MTU %d is not a usable MTU (68..65536); check the device", q.Interface, env.MTU)
 	}
 	script := strings.TrimSuffix(q.Script, ".qos")
 	if !slices.Contains(recipeList(), script) {

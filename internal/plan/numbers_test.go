@@ -426,6 +426,13 @@ func TestBuildErrors(t *testing.T) {
 	if _, err := Build(baseQueue(), Env{MTU: 0}); err == nil || !strings.Contains(err.Error(), "MTU 0") {
 		t.Errorf("MTU 0: %v", err)
 	}
+	// Loopback's MTU is 65536: one more than fits 16 bits, and valid.
+	if _, err := Build(baseQueue(), Env{MTU: 65536}); err != nil {
+		t.Errorf("MTU 65536 (lo): %v", err)
+	}
+	if _, err := Build(baseQueue(), Env{MTU: 65537}); err == nil {
+		t.Errorf("MTU 65537 accepted")
+	}
 }
 
 func TestRecipesIterators(t *testing.T) {
