@@ -679,14 +679,20 @@ func (c *client) result(plan []plannedPhase) *Result {
 		}
 		return stats.Summarize(rtts, sent)
 	}
-	r.Idle = collect("", func(p *plannedPhase) bool { return !loaded(p) })
+	// The idle baseline is the latency before any load (or the whole run in
+	// idle mode). The tail after the load is measured and reported as its
+	// own phase, but it starts with whatever queue the load left behind (up
+	// to seconds on a bloated link), so pooling it would raise the baseline
+	// and hide part of the induced latency.
+	baseline := func(p *plannedPhase) bool { return !loaded(p) && p.name != "idle-after" }
+	r.Idle = collect("", baseline)
 	r.Loaded = collect("", loaded)
 	for _, k := range c.kinds {
 		k.mu.Lock()
 		up, down := k.upDSCP, k.downDSCP
 		k.mu.Unlock()
 		ps := ProbeSummary{Kind: k.name, DSCP: k.dscp,
-			Idle:          collect(k.name, func(p *plannedPhase) bool { return !loaded(p) }),
+			Idle:          collect(k.name, baseline),
 			Loaded:        collect(k.name, loaded),
 			ArrivedDSCPUp: up, ArrivedDSCPDown: down}
 		if up >= 0 && up != k.dscp {

@@ -47,8 +47,9 @@ type Result struct {
 	// after FIN, capped by what had left the socket buffer).
 	DownloadMbps float64 `json:"download_mbps"`
 	UploadMbps   float64 `json:"upload_mbps"`
-	// Round-trip latency of all probe kinds pooled, idle (lead and tail)
-	// and loaded (during any load phase).
+	// Round-trip latency of all probe kinds pooled, idle (the lead before
+	// any load; the tail after it is in Phases, since it starts with the
+	// queue the load left) and loaded (during any load phase).
 	Idle   stats.Summary `json:"idle"`
 	Loaded stats.Summary `json:"loaded"`
 	// InducedMs is the loaded median minus the idle median.

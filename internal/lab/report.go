@@ -10,26 +10,15 @@ import (
 	"sqm/internal/bloat"
 	"sqm/internal/kernel"
 	"sqm/internal/plot"
-	"sqm/internal/stats"
 )
 
-// SideOf reads one column of the table out of a tester result.
-//
-// Idle latency is taken from the idle lead only, not the tester's pooled
-// lead and tail: on the bloated link the tail starts with seconds of queue
-// still draining out of the modem, which is not idle latency (it would
-// raise the baseline and hide part of the bloat). The grade is recomputed
-// from that baseline for the same reason; RPM does not depend on it.
+// SideOf reads one column of the table out of a tester result. The
+// tester's idle baseline is the lead before the load only (the tail starts
+// with the queue the bloated modem still holds), so its grade and induced
+// latency are used as they are.
 func SideOf(r *bloat.Result) Side {
-	s := Side{DownMbps: r.DownloadMbps, UpMbps: r.UploadMbps, Idle: r.Idle, Loaded: r.Loaded,
+	return Side{DownMbps: r.DownloadMbps, UpMbps: r.UploadMbps, Idle: r.Idle, Loaded: r.Loaded,
 		Grade: r.Grade, RPM: r.RPM}
-	for _, p := range r.Phases {
-		if p.Name == "idle-before" && p.Latency.Count > 0 {
-			s.Idle = p.Latency
-			s.Grade = stats.Grade(s.InducedMs(50))
-		}
-	}
-	return s
 }
 
 // ShapingText is one line saying what the "after" run shaped with.
