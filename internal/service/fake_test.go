@@ -25,11 +25,14 @@ type fakeKernel struct {
 	forced    map[string]int
 	removes   map[string]int
 	failApply map[string]error
+	// prevPlans is the previous plan Apply was handed last, per interface.
+	prevPlans map[string]*plan.Plan
 }
 
 func newFake(links ...string) *fakeKernel {
 	k := &fakeKernel{links: map[string]int{}, trees: map[string]string{}, ifbs: map[string]bool{},
-		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, failApply: map[string]error{}}
+		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, failApply: map[string]error{},
+		prevPlans: map[string]*plan.Plan{}}
 	for _, l := range links {
 		k.links[l] = 1500
 	}
@@ -73,7 +76,10 @@ func (k *fakeKernel) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Resul
 	}
 	k.trees[p.Interface] = string(b)
 	k.applies[p.Interface]++
-	o := Owned{Interface: p.Interface, Ifindex: 7, EgressRoot: p.Egress != nil, Ingress: p.Ingress != nil}
+	if prev != nil {
+		k.prevPlans[p.Interface] = prev.Plan
+	}
+	o := Owned{Interface: p.Interface, Ifindex: 7, EgressRoot: p.Egress != nil, Ingress: p.Ingress != nil, Plan: p}
 	if p.Ingress != nil {
 		o.IFB = p.Ingress.IFB
 		k.ifbs[o.IFB] = true

@@ -288,14 +288,9 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 		}
 		var prevOwned *Owned
 		if prev != nil {
+			// The kernel rebuilds o.Plan, the tree applied last, if the
+			// new one fails half-way.
 			o := prev.Owned
-			// The kernel restores o.Plan if the new tree fails half-way;
-			// the state keeps the section, so rebuild it from that.
-			if mtu, err := s.Kernel.LinkMTU(iface); err == nil {
-				if pp, err := s.Plan(&prev.Queue, mtu); err == nil {
-					o.Plan = pp
-				}
-			}
 			prevOwned = &o
 		}
 		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil})

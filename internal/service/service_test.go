@@ -4,18 +4,27 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/plan"
 )
 
 func TestStoreRoundTrip(t *testing.T) {
 	s := &Store{Dir: filepath.Join(t.TempDir(), "run", "sqm")}
-	st := &State{Interface: "eth0", Source: "/etc/config/sqm", Section: "wan", Queue: queue("wan", "eth0", 1, 2),
-		Plan: []byte(`{"interface":"eth0"}`), Owned: Owned{Interface: "eth0", Ifindex: 3, EgressRoot: true, EgressHandle: 0x10000, IFB: "ifb4eth0"}}
+	q := queue("wan", "eth0", 1000, 2000)
+	applied, err := plan.Build(&q, plan.Env{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Owned carries the applied plan: the kernel rebuilds it if a later
+	// apply fails half-way, so it must survive the file.
+	st := &State{Interface: "eth0", Source: "/etc/config/sqm", Section: "wan", Queue: q,
+		Plan: []byte(`{"interface":"eth0"}`), Owned: Owned{Interface: "eth0", Ifindex: 3, EgressRoot: true, EgressHandle: 0x10000, IFB: "ifb4eth0", Plan: applied}}
 	if err := s.Save(st); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +36,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Owned != st.Owned || got.Section != "wan" || !samePlan(got.Plan, st.Plan) || got.Queue.Download != 1 {
+	if !reflect.DeepEqual(got.Owned, st.Owned) || got.Section != "wan" || !samePlan(got.Plan, st.Plan) || got.Queue.Download != 1000 {
 		t.Errorf("round trip: got %+v, want %+v", got, st)
 	}
 	ents, _ := os.ReadDir(s.Dir)
@@ -217,6 +226,16 @@ func TestStartIdempotentAndChanged(t *testing.T) {
 		}
 		if n := k.count(k.applies, "eth0"); n != st.applies {
 			t.Errorf("%s: %d applies on eth0; want %d", st.name, n, st.applies)
+		}
+		if st.name == "changed rate re-applies only that one" {
+			// The kernel was handed the plan applied before (read back from
+			// the state file), to rebuild if the new one fails half-way.
+			k.mu.Lock()
+			prev := k.prevPlans["eth0"]
+			k.mu.Unlock()
+			if prev == nil || prev.Egress == nil || prev.Egress.RateKbit != 5000 {
+				t.Errorf("%s: previous plan given to Apply = %+v; want the 5000 kbit egress plan", st.name, prev)
+			}
 		}
 	}
 	state, _ := s.Store.Load("eth0")

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"sqm/internal/config"
-	"sqm/internal/plan"
 )
 
 // StateVersion is bumped when State changes incompatibly; older files are
@@ -39,34 +38,11 @@ type State struct {
 	// checks and restores even after the config file changed.
 	Queue config.Queue `json:"queue"`
 	// Plan is the applied plan as JSON, compared byte for byte with a
-	// fresh plan to tell whether a section changed. (plan.Handle has no
-	// UnmarshalText, so the plan itself is not decoded back.)
-	Plan  json.RawMessage `json:"plan"`
-	Owned Owned           `json:"-"`
-	// OwnedRec is Owned in a form that survives a JSON round trip.
-	OwnedRec ownedRecord `json:"owned"`
-}
-
-// ownedRecord stores Owned with the handle as a number: plan.Handle
-// marshals as text ("1:") but has no UnmarshalText, and Owned.Plan would
-// not decode for the same reason (Service.Apply rebuilds it from Queue).
-type ownedRecord struct {
-	Interface    string `json:"interface"`
-	Ifindex      int    `json:"ifindex"`
-	EgressRoot   bool   `json:"egress_root"`
-	EgressHandle uint32 `json:"egress_handle"`
-	Ingress      bool   `json:"ingress"`
-	IFB          string `json:"ifb,omitempty"`
-	IFBIndex     int    `json:"ifb_index,omitempty"`
-}
-
-func recordOwned(o Owned) ownedRecord {
-	return ownedRecord{o.Interface, o.Ifindex, o.EgressRoot, uint32(o.EgressHandle), o.Ingress, o.IFB, o.IFBIndex}
-}
-
-func (r ownedRecord) owned() Owned {
-	return Owned{Interface: r.Interface, Ifindex: r.Ifindex, EgressRoot: r.EgressRoot,
-		EgressHandle: plan.Handle(r.EgressHandle), Ingress: r.Ingress, IFB: r.IFB, IFBIndex: r.IFBIndex}
+	// fresh plan to tell whether a section changed.
+	Plan json.RawMessage `json:"plan"`
+	// Owned is what sqm created, including the applied plan, which the
+	// kernel rebuilds if a later apply fails half-way.
+	Owned Owned `json:"owned"`
 }
 
 // pending is written before the kernel is touched and removed after the
@@ -128,7 +104,6 @@ func (s *Store) read(path string) (*State, error) {
 	if st.Version != StateVersion {
 		return nil, fmt.Errorf("state: %s has version %d, this sqm reads version %d; stop shaping with the sqm that wrote it, or delete the file", path, st.Version, StateVersion)
 	}
-	st.Owned = st.OwnedRec.owned()
 	return &st, nil
 }
 
@@ -161,7 +136,6 @@ func (s *Store) Save(st *State) error {
 		return fmt.Errorf("state: %w", err)
 	}
 	st.Version = StateVersion
-	st.OwnedRec = recordOwned(st.Owned)
 	return s.writeJSON(s.statePath(st.Interface), st)
 }
 
