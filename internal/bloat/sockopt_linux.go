@@ -46,27 +46,11 @@ func setDSCP(c net.Conn, dscp int) error {
 // notSent returns the bytes written to a TCP socket that the kernel has not
 // sent yet (tcpi_notsent_bytes, Linux 4.6+).
 func notSent(c net.Conn) (int64, bool) {
-	sc, ok := c.(syscall.Conn)
+	info, ok := tcpInfo(c)
 	if !ok {
 		return 0, false
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var n int64
-	var ierr error
-	err = rc.Control(func(fd uintptr) {
-		var info *unix.TCPInfo
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		if ierr == nil {
-			n = int64(info.Notsent_bytes)
-		}
-	})
-	if err != nil || ierr != nil {
-		return 0, false
-	}
-	return n, true
+	return int64(info.Notsent_bytes), true
 }
 
 // bytesAcked returns how many bytes the peer has acknowledged on a TCP
@@ -74,27 +58,33 @@ func notSent(c net.Conn) (int64, bool) {
 // it, like iperf3's receiver side, rather than from bytes written, which
 // would count data still queued in the socket buffer.
 func bytesAcked(c net.Conn) (int64, bool) {
-	sc, ok := c.(syscall.Conn)
+	info, ok := tcpInfo(c)
 	if !ok {
 		return 0, false
 	}
+	return int64(info.Bytes_acked), true
+}
+
+// tcpInfo reads TCP_INFO of a TCP connection; false if c is not one or the
+// kernel refuses.
+func tcpInfo(c net.Conn) (*unix.TCPInfo, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	var n int64
+	var info *unix.TCPInfo
 	var ierr error
 	err = rc.Control(func(fd uintptr) {
-		var info *unix.TCPInfo
 		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		if ierr == nil {
-			n = int64(info.Bytes_acked)
-		}
 	})
 	if err != nil || ierr != nil {
-		return 0, false
+		return nil, false
 	}
-	return n, true
+	return info, true
 }
 
 // enableRxTimestamps asks the kernel to stamp each received datagram
