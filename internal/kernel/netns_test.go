@@ -1,61 +1,36 @@
 package kernel
 
 import (
-	"fmt"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/jsimonetti/rtnetlink/v2/driver"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
-// testNS is a network namespace owned by one locked OS thread; Do runs
-// functions on that thread (sockets opened there live in the namespace).
+// testNS is a fresh network namespace (internal/netns) for one test; Do
+// runs functions inside it (sockets opened there live in the namespace).
 // The namespace, and every device in it, vanishes when the test ends.
 type testNS struct {
-	fns  chan func()
-	done chan struct{}
+	t  testing.TB
+	ns *netns.NS
 }
 
 func newTestNS(t testing.TB) *testNS {
 	t.Helper()
 	testutil.RequireRoot(t)
-	ns := &testNS{fns: make(chan func()), done: make(chan struct{})}
-	errc := make(chan error)
-	go func() {
-		// Never unlocked: the thread dies with the goroutine, so no other
-		// goroutine ever runs in this namespace.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare netns: %w", err)
-			return
-		}
-		errc <- nil
-		for {
-			select {
-			case fn := <-ns.fns:
-				fn()
-			case <-ns.done:
-				return
-			}
-		}
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(ns.done) })
-	return ns
+	return &testNS{t: t, ns: netns.NewT(t, "sqmk")}
 }
 
 // Do runs fn inside the namespace and waits for it.
 func (ns *testNS) Do(fn func()) {
-	ch := make(chan struct{})
-	ns.fns <- func() { defer close(ch); fn() }
-	<-ch
+	if err := ns.ns.Do(func() error { fn(); return nil }); err != nil {
+		ns.t.Fatal(err)
+	}
 }
 
 // open opens a Conn inside the namespace.

@@ -2,62 +2,36 @@ package service_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
-// netNS is a network namespace owned by one locked OS thread. Do runs
-// functions on that thread: sockets it opens and processes it starts live in
+// netNS is a fresh network namespace (internal/netns) for one test. Do
+// runs functions inside it: sockets it opens and processes it starts live in
 // the namespace, which vanishes with every device in it when the test ends.
 type netNS struct {
-	fns  chan func()
-	done chan struct{}
+	t  testing.TB
+	ns *netns.NS
 }
 
 func newNetNS(t testing.TB) *netNS {
 	t.Helper()
 	testutil.RequireRoot(t)
-	ns := &netNS{fns: make(chan func()), done: make(chan struct{})}
-	errc := make(chan error)
-	go func() {
-		// Never unlocked: the thread exits with the goroutine, so nothing
-		// else ever runs in this namespace.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare netns: %w", err)
-			return
-		}
-		errc <- nil
-		for {
-			select {
-			case fn := <-ns.fns:
-				fn()
-			case <-ns.done:
-				return
-			}
-		}
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(ns.done) })
+	ns := &netNS{t: t, ns: netns.NewT(t, "sqms")}
 	ns.sh(t, "ip link set lo up")
 	return ns
 }
 
 // Do runs fn inside the namespace and waits for it.
 func (ns *netNS) Do(fn func()) {
-	ch := make(chan struct{})
-	ns.fns <- func() { defer close(ch); fn() }
-	<-ch
+	if err := ns.ns.Do(func() error { fn(); return nil }); err != nil {
+		ns.t.Fatal(err)
+	}
 }
 
 // sh runs a shell command line inside the namespace and fails the test if
