@@ -19,13 +19,14 @@
 //	egress_ecn                      EgressECN      true (ECN)        ECN, NOECN (also ecn, noecn)
 //	ilimit, elimit                  ILimit, ELimit 0 (= 1001)        1..2^32-1 packets (bytes for bfifo)
 //	itarget, etarget                ITarget, ...   auto              auto/Auto/AUTO, default/Default/DEFAULT,
-//	                                                                 <number><unit>, unit s|sec|secs|ms|msec|msecs|us|usec|usecs
+//	                                                                 <number><unit>, unit s|sec|secs|ms|msec|msecs|us|usec|usecs,
+//	                                                                 at most MaxTarget (2^32-1 us)
 //	iqdisc_opts, eqdisc_opts        *QdiscOpts     ""                free text (the planner parses it)
 //	linklayer                       LinkLayer      none              none, ethernet, atm, adsl (stored as atm)
-//	overhead                        Overhead       0                 integer >= -1500
-//	tcMTU                           StabMTU        2047              uint32
-//	tcTSIZE                         StabTSize      512               uint32
-//	tcMPU                           StabMPU        0                 uint32
+//	overhead                        Overhead       0                 -1500..1500 (MinOverhead..MaxOverhead)
+//	tcMTU                           StabMTU        2047              0..65536 (MaxStabMTU; 0: 2047)
+//	tcTSIZE                         StabTSize      512               0..32749 (MaxStabTSize; 0: 512)
+//	tcMPU                           StabMPU        0                 0..65535 (MaxMPU)
 //	linklayer_adaptation_mechanism  LLAM           default           default, cake, htb_private, tc_stab
 //	debug_logging                   DebugLogging   false             0, 1
 //	verbosity                       Verbosity      5                 0, 1, 2, 5, 8, 10
@@ -65,8 +66,12 @@
 //   - ilimit/elimit 0 is an error (sqm-scripts passed "limit 0" to tc).
 //   - download/upload must be plain digits up to MaxKbit (sh arithmetic
 //     would read a leading 0 as octal in places).
-//   - Two enabled sections on one interface: a warning; sqm-scripts started
-//     the first and skipped the second silently.
+//   - Numbers are range-checked when the file is read (see bounds.go for
+//     where each bound comes from); sqm-scripts passed them to tc, which
+//     failed or, for tcTSIZE, tried to build a table of that many cells.
+//   - Two enabled sections on one interface: a warning naming both; as in
+//     sqm-scripts the first enabled one is started and the later ones are
+//     skipped (sqm-scripts skipped them silently).
 //   - The file is read strictly, as `uci` reads it by default. sqm-scripts'
 //     config_load runs `uci -S` (non-strict): it drops extra arguments
 //     (`option download 1 2` is 1), skips lines that do not parse, and lets

@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
+		"os"
 	"strconv"
 	"strings"
 
@@ -215,8 +214,8 @@ func setters() map[string]setter {
 		},
 		"ingress_ecn": func(q *Queue, v string) string { return ecnOpt(&q.IngressECN, v) },
 		"egress_ecn":  func(q *Queue, v string) string { return ecnOpt(&q.EgressECN, v) },
-		"ilimit":      func(q *Queue, v string) string { return limitOpt(&q.ILimit, v) },
-		"elimit":      func(q *Queue, v string) string { return limitOpt(&q.ELimit, v) },
+		"ilimit":      func(q *Queue, v string) string { return uint32Opt(&q.ILimit, "ilimit", v) },
+		"elimit":      func(q *Queue, v string) string { return uint32Opt(&q.ELimit, "elimit", v) },
 		"itarget":     func(q *Queue, v string) string { return targetOpt(&q.ITarget, v) },
 		"etarget":     func(q *Queue, v string) string { return targetOpt(&q.ETarget, v) },
 		"iqdisc_opts": func(q *Queue, v string) string { q.IQdiscOpts = v; return "" },
@@ -233,22 +232,15 @@ func setters() map[string]setter {
 			return ""
 		},
 		"overhead": func(q *Queue, v string) string {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < MinOverhead {
-				return fmt.Sprintf("%q is not a per-packet overhead in bytes (a whole number of at least %d, e.g. 34 or 44)", v, MinOverhead)
+			n, msg := checkInt("overhead", v)
+			if msg == "" {
+				q.Overhead = int(n)
 			}
-			q.Overhead = int(n)
-			return ""
+			return msg
 		},
-		"tcMTU": func(q *Queue, v string) string {
-			return uint32Opt(&q.StabMTU, v, "a size-table MTU in bytes, e.g. 2047")
-		},
-		"tcTSIZE": func(q *Queue, v string) string {
-			return uint32Opt(&q.StabTSize, v, "a size-table size in cells, e.g. 512")
-		},
-		"tcMPU": func(q *Queue, v string) string {
-			return uint32Opt(&q.StabMPU, v, "a minimum packet size in bytes, e.g. 0 or 64")
-		},
+		"tcMTU":   func(q *Queue, v string) string { return uint32Opt(&q.StabMTU, "tcMTU", v) },
+		"tcTSIZE": func(q *Queue, v string) string { return uint32Opt(&q.StabTSize, "tcTSIZE", v) },
+		"tcMPU":   func(q *Queue, v string) string { return uint32Opt(&q.StabMPU, "tcMPU", v) },
 		"linklayer_adaptation_mechanism": func(q *Queue, v string) string {
 			switch v {
 			case "default", "cake", "htb_private", "tc_stab":
@@ -320,10 +312,6 @@ func boolOpt(dst *bool, v, meaning string) string {
 	return ""
 }
 
-// MaxKbit is the largest rate accepted, in kbit/s (4.3 Tbit/s): well above
-// any link sqm shapes, and small enough that bit/s fit in 64 bits with room.
-const MaxKbit = 1 << 32
-
 func kbitOpt(dst *uint64, v, name, example string) string {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || !allDigits(v) {
@@ -336,22 +324,14 @@ func kbitOpt(dst *uint64, v, name, example string) string {
 	return ""
 }
 
-func limitOpt(dst *uint32, v string) string {
-	n, err := strconv.ParseUint(v, 10, 32)
-	if err != nil || !allDigits(v) || n == 0 {
-		return fmt.Sprintf("%q is not a queue limit (a number of packets from 1 to %d, e.g. 1001; bytes for bfifo)", v, uint32(math.MaxUint32))
+// uint32Opt reads an unsigned option bounded by intBounds (every bound
+// there fits in 32 bits).
+func uint32Opt(dst *uint32, option, v string) string {
+	n, msg := checkInt(option, v)
+	if msg == "" {
+		*dst = uint32(n)
 	}
-	*dst = uint32(n)
-	return ""
-}
-
-func uint32Opt(dst *uint32, v, what string) string {
-	n, err := strconv.ParseUint(v, 10, 32)
-	if err != nil || !allDigits(v) {
-		return fmt.Sprintf("%q is not %s", v, what)
-	}
-	*dst = uint32(n)
-	return ""
+	return msg
 }
 
 func ecnOpt(dst *bool, v string) string {
@@ -383,8 +363,15 @@ func targetOpt(dst *Target, v string) string {
 		return fmt.Sprintf("%q has no unit; %s", v, expect)
 	}
 	d, err := units.ParseTime(v)
+	// units reports its 32-bit microsecond limit only as text.
+	if err != nil && strings.Contains(err.Error(), "too large") {
+		return fmt.Sprintf("%s is out of range: a target must be at most %v (the qdiscs take 32-bit microseconds)", v, MaxTarget)
+	}
 	if err != nil {
 		return fmt.Sprintf("%q is not a target; %s", v, expect)
+	}
+	if d > MaxTarget {
+		return fmt.Sprintf("%s is out of range: a target must be at most %v (the qdiscs take 32-bit microseconds)", v, MaxTarget)
 	}
 	*dst = Target{Mode: TargetExplicit, Value: d}
 	return ""

@@ -13,9 +13,6 @@ func Scripts() []string {
 	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
 }
 
-// MinOverhead is the smallest per-packet overhead accepted (LuCI's limit).
-const MinOverhead = -1500
-
 // Defaults returns a queue with sqm-scripts' defaults for every option, for
 // building a queue from command-line flags. defaults.sh has no script, so
 // the script is piece_of_cake, the default of sqm-scripts' Linux
@@ -67,8 +64,21 @@ func (q *Queue) Validate() error {
 	default:
 		add("linklayer", "unknown link layer %q; use none, ethernet or atm", q.LinkLayer)
 	}
-	if q.Overhead < MinOverhead {
-		add("overhead", "overhead %d is below %d bytes", q.Overhead, MinOverhead)
+	for _, o := range []struct {
+		option string
+		n      int64
+		unset  bool // 0 means "the default" and is not range-checked
+	}{
+		{"overhead", int64(q.Overhead), false},
+		{"tcMTU", int64(q.StabMTU), false},
+		{"tcTSIZE", int64(q.StabTSize), false},
+		{"tcMPU", int64(q.StabMPU), false},
+		{"ilimit", int64(q.ILimit), q.ILimit == 0},
+		{"elimit", int64(q.ELimit), q.ELimit == 0},
+	} {
+		if msg := rangeMsg(o.option, o.n); msg != "" && !o.unset {
+			add(o.option, "%s", msg)
+		}
 	}
 	switch q.LLAM {
 	case "default", "cake", "htb_private", "tc_stab":
@@ -84,6 +94,8 @@ func (q *Queue) Validate() error {
 		case TargetExplicit:
 			if t.t.Value < 0 {
 				add(t.option, "target %v is negative", t.t.Value)
+			} else if t.t.Value > MaxTarget {
+				add(t.option, "target %v is out of range: at most %v (the qdiscs take 32-bit microseconds)", t.t.Value, MaxTarget)
 			}
 		default:
 			add(t.option, "unknown target mode %d", t.t.Mode)
