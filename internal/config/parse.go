@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-		"os"
+	"os"
 	"strconv"
 	"strings"
 
