@@ -1,11 +1,29 @@
 #!/bin/sh
-# Installs what `make test` needs on a Debian machine, and only what is
-# missing: qemu and Debian's full kernel for the VM tests, a static busybox
-# for the VM's initramfs, and the traffic tools the lab and the
-# measurement tests run. Go itself is expected at /usr/local/go.
+# Installs what `make test` and `make demo` need on a Debian machine, and
+# only what is missing, then checks that each tool the tests and the lab run
+# is really there. Go itself is expected at /usr/local/go.
+#
+# Why each package (from an audit of every exec.Command/LookPath in the
+# tests, the lab, internal/vm and tools/vmtest):
+#   qemu-system-x86    the VM that runs TestVM*, `make vmtest`, `sqm lab --vm`
+#   linux-image-amd64  the VM's kernel and its modules (cake, fq_codel, netem,
+#                      police, 9p); internal/vm.FindKernel reads /boot
+#   kmod               /sbin/modprobe: the VM's module autoload wrapper runs
+#                      the host root's modprobe; `make demo` probes sch_netem
+#   xz-utils zstd      internal/vm decompresses .ko.xz/.ko.zst modules
+#   busybox-static     the VM initramfs's only binary
+#   iproute2           ip and tc: plan/kernel/units/netns/bloat tests
+#   iperf3 iputils-ping  the measurement accuracy reference (bloat tests)
+#   ethtool            no test runs it (internal/netns switches offloads by
+#                      ioctl); kept to inspect offloads by hand
+#   flent              TestFlentOpens and the e2e test open our .flent.gz
+#   python3-matplotlib flent's plotting (only a Recommends of flent, so
+#                      --no-install-recommends alone leaves flent unable to
+#                      plot: "Unable to plot -- matplotlib is missing!")
+#   librsvg2-bin       rsvg-convert: the e2e test renders our SVG plots
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 busybox-static iperf3 iputils-ping ethtool flent iproute2"
+pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping ethtool flent python3-matplotlib librsvg2-bin"
 
 missing=""
 for p in $pkgs; do
@@ -23,8 +41,29 @@ else
 	fi
 	echo "setup: installing$missing"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends $missing
+	# Wait for another apt/dpkg run (unattended-upgrades, a colleague's
+	# setup) instead of failing on its lock.
+	apt-get -o DPkg::Lock::Timeout=600 update -q
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing
+fi
+
+# A package can be "installed" yet not give what the tests run (a partial
+# install, a diverted binary, a Recommends that was left out). Check the
+# things themselves so a broken set-up fails here, with its name, and not
+# as a skipped or puzzling test later.
+fail=""
+for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping ethtool flent rsvg-convert xz zstd; do
+	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
+done
+# Ask the interpreter flent itself runs (its #! line), not whatever python3
+# is first in PATH (a pyenv shim, a virtualenv).
+if flent=$(command -v flent); then
+	py=$(sed -n '1s/^#! *\([^ ]*\).*/\1/p' "$flent")
+	"${py:-/usr/bin/python3}" -c 'import matplotlib' 2>/dev/null || fail="$fail python3-matplotlib(${py:-/usr/bin/python3} cannot import it)"
+fi
+if [ -n "$fail" ]; then
+	echo "setup: packages are installed but these are missing or broken:$fail" >&2
+	exit 1
 fi
 
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
