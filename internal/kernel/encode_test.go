@@ -5,8 +5,26 @@ import (
 	"strings"
 	"testing"
 
+	"sqm/internal/config"
 	"sqm/internal/plan"
 )
+
+// TestCalcSizeTableBounds: a tcTSIZE of 4000000000 used to allocate 8 GB
+// here (issue 10 item 7); sizes the kernel cannot take are refused first.
+func TestCalcSizeTableBounds(t *testing.T) {
+	for _, s := range []sizeSpec{
+		{LinkLayer: linkLayerATM, MTU: 2047, TSize: 4000000000},
+		{LinkLayer: linkLayerATM, MTU: 2047, TSize: maxStabTSize + 1},
+		{LinkLayer: linkLayerATM, MTU: 1 << 31, TSize: 512},
+	} {
+		if tab, err := calcSizeTable(&s); err == nil {
+			t.Errorf("calcSizeTable(%+v) = %d cells, want an error", s, len(tab))
+		}
+	}
+	if maxStabTSize != config.MaxStabTSize || maxStabMTU != config.MaxStabMTU {
+		t.Errorf("kernel bounds tsize %d, mtu %d; config checks %d, %d: they must agree", maxStabTSize, maxStabMTU, config.MaxStabTSize, config.MaxStabMTU)
+	}
+}
 
 func TestCalcSizeTable(t *testing.T) {
 	tests := []struct {
@@ -41,15 +59,24 @@ func TestCalcSizeTable(t *testing.T) {
 		},
 		{
 			name:      "large mtu needs size_log",
-			in:        sizeSpec{LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
-			want:      sizeSpec{CellLog: 12, SizeLog: 3, CellAlign: -1, LinkLayer: linkLayerATM, MTU: 65536 * 2, TSize: 64},
+			in:        sizeSpec{LinkLayer: linkLayerATM, MTU: 65536, TSize: 64},
+			want:      sizeSpec{CellLog: 11, SizeLog: 2, CellAlign: -1, LinkLayer: linkLayerATM, MTU: 65536, TSize: 64},
 			wantTSize: 64,
+		},
+		{
+			name:      "largest table the kernel accepts",
+			in:        sizeSpec{LinkLayer: linkLayerATM, MTU: 2047, TSize: maxStabTSize},
+			want:      sizeSpec{CellAlign: -1, LinkLayer: linkLayerATM, MTU: 2047, TSize: maxStabTSize},
+			wantTSize: maxStabTSize,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.in
-			tab := calcSizeTable(&s)
+			tab, err := calcSizeTable(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if (tab == nil) != tt.wantNil {
 				t.Fatalf("table nil = %v, want %v", tab == nil, tt.wantNil)
 			}

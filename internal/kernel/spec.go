@@ -99,7 +99,10 @@ func stabFor(s *plan.Stab) (*tc.Stab, map[string]string, []byte, error) {
 		return nil, nil, nil, err
 	}
 	spec := sizeSpec{Overhead: s.Overhead, LinkLayer: ll, MPU: s.MPU, MTU: s.MTU, TSize: s.TSize}
-	tab := calcSizeTable(&spec)
+	tab, err := calcSizeTable(&spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	base := tc.SizeSpec{CellLog: spec.CellLog, SizeLog: spec.SizeLog, CellAlign: spec.CellAlign,
 		Overhead: spec.Overhead, LinkLayer: spec.LinkLayer, MPU: spec.MPU, MTU: spec.MTU, TSize: spec.TSize}
 	st := &tc.Stab{Base: &base}

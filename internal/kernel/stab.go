@@ -84,20 +84,41 @@ func adjustSize(sz, mpu uint32, linkLayer uint32) uint32 {
 	return sz
 }
 
+// maxStabTSize is the largest table the kernel can be sent: TCA_STAB is
+// one netlink attribute (16-bit length) holding its own header,
+// TCA_STAB_BASE (header + tc_sizespec) and TCA_STAB_DATA (header + 2 bytes
+// per cell). config.MaxStabTSize must equal it (tested).
+const maxStabTSize = (0xffff - nlaHdrLen - (nlaHdrLen + sizeSpecLen) - nlaHdrLen) / 2
+
+// maxStabMTU bounds the MTU the table covers: no device has a larger MTU
+// than loopback's 65536, and cell sizes are computed in 32 bits, which a
+// 4 GB "mtu" with ATM framing would overflow. config.MaxStabMTU equals it.
+const maxStabMTU = 1 << 16
+
+const nlaHdrLen = 4
+
 // calcSizeTable ports iproute2's tc_calc_size_table. It fills in the
 // derived fields of s and returns the table (nil when only an overhead is
 // needed: the kernel then adds Overhead and ignores MPU, which is why an
-// MPU or ATM framing needs the table at all).
-func calcSizeTable(s *sizeSpec) []uint16 {
+// MPU or ATM framing needs the table at all). It checks TSize before
+// allocating: the table is TSize cells of 2 bytes, so an unchecked
+// 4000000000 (a typo in tcTSIZE) would allocate 8 GB.
+func calcSizeTable(s *sizeSpec) ([]uint16, error) {
 	if s.LinkLayer <= linkLayerEthernet && s.MPU == 0 {
 		s.MTU, s.TSize, s.CellLog, s.CellAlign = 0, 0, 0, 0
-		return nil
+		return nil, nil
 	}
 	if s.MTU == 0 {
 		s.MTU = 2047
 	}
 	if s.TSize == 0 {
 		s.TSize = 512
+	}
+	if s.TSize > maxStabTSize {
+		return nil, fmt.Errorf("size table of %d cells is larger than the kernel accepts (at most %d)", s.TSize, maxStabTSize)
+	}
+	if s.MTU > maxStabMTU {
+		return nil, fmt.Errorf("size-table mtu %d is larger than any device's MTU (at most %d)", s.MTU, maxStabMTU)
 	}
 	s.CellLog = 0
 	for (s.MTU >> s.CellLog) > s.TSize-1 {
@@ -115,7 +136,7 @@ again:
 		tab[i] = uint16(sz >> s.SizeLog)
 	}
 	s.CellAlign = -1 // the table is indexed by (size - 1) >> cell_log
-	return tab
+	return tab, nil
 }
 
 // tableBytes is the TCA_STAB_DATA payload.
