@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"sqm/internal/kernel"
 	"sqm/internal/linkwatch"
 	"sqm/internal/service"
+	"sqm/internal/units"
 )
 
 func cmdDaemon() *command {
@@ -62,9 +62,9 @@ Example:
 			configFlag(fs)
 			stateDirFlag(fs)
 			fs.Bool("restore", true, "put back trees someone removed or replaced (false: only report)")
-			fs.Duration("check-interval", 30*time.Second, "how often to compare the kernel with the state (0: never)")
-			fs.Duration("poll-interval", 5*time.Second, "how often to look at the config file's modification time (0: never)")
-			fs.Duration("debounce", time.Second, "quiet time after link events before acting")
+			units.DurationFlag(fs, "check-interval", 30*time.Second, "how often to compare the kernel with the state (0: never)")
+			units.DurationFlag(fs, "poll-interval", 5*time.Second, "how often to look at the config file's modification time (0: never)")
+			units.DurationFlag(fs, "debounce", time.Second, "quiet time after link events before acting (0: act on the first event)")
 			fs.Bool("stop-on-exit", false, "remove the shaping when the daemon exits")
 			fs.String("log-level", "info", "debug, info, warn or error")
 		},
@@ -105,13 +105,7 @@ Example:
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
 
-			every := func(name string) time.Duration {
-				d, _ := time.ParseDuration(flagString(fs, name))
-				if d <= 0 {
-					return -1
-				}
-				return d
-			}
+			debounce, checkEvery, pollEvery := daemonTimings(fs)
 			d := &service.Daemon{
 				Svc: &service.Service{
 					Kernel: conn,
@@ -135,15 +129,12 @@ Example:
 				},
 				Events:     events,
 				Reload:     hup,
-				Debounce:   every("debounce"),
-				CheckEvery: every("check-interval"),
-				PollEvery:  every("poll-interval"),
+				Debounce:   debounce,
+				CheckEvery: checkEvery,
+				PollEvery:  pollEvery,
 				Restore:    flagBool(fs, "restore"),
 				StopOnExit: flagBool(fs, "stop-on-exit"),
 				Log:        log,
-			}
-			if d.Debounce < 0 {
-				d.Debounce = 0
 			}
 			if err := d.Run(ctx); err != nil {
 				return fmt.Errorf("daemon: %w", err)
@@ -151,6 +142,22 @@ Example:
 			return nil
 		},
 	}
+}
+
+// daemonTimings maps the duration flags to service.Daemon's fields, where
+// 0 means "use the default" and a negative value means "none". On the
+// command line 0 is the natural way to say "never" (--check-interval 0,
+// --poll-interval 0) and "act at once" (--debounce 0), so a 0 flag becomes
+// -1 here rather than silently turning into the daemon's default.
+func daemonTimings(fs *flag.FlagSet) (debounce, checkEvery, pollEvery time.Duration) {
+	get := func(name string) time.Duration {
+		d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration)
+		if d <= 0 {
+			return -1
+		}
+		return d
+	}
+	return get("debounce"), get("check-interval"), get("poll-interval")
 }
 
 // logWriter turns lines written by loadConfig (config warnings) into log
@@ -209,10 +216,9 @@ func daemonSection(fs *flag.FlagSet, path string) error {
 				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v)
 			}
 		case "duration":
-			if n, err := strconv.ParseFloat(v, 64); err == nil {
-				v = fmt.Sprintf("%gs", n) // plain numbers are seconds, as elsewhere in UCI
-			}
-			if _, err := time.ParseDuration(v); err != nil {
+			// The flag's own parser: plain numbers are seconds, as
+			// elsewhere in UCI and on the command line.
+			if _, err := units.ParseDuration(v); err != nil {
 				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value())
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDaemonSection(t *testing.T) {
@@ -53,5 +54,31 @@ func TestDaemonSection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDaemonTimings checks that 0 on the command line means "none" (no
+// debounce, no check, no poll) and reaches service.Daemon as a negative
+// value: 0 there means "default", which once turned --debounce 0 into 1 s.
+func TestDaemonTimings(t *testing.T) {
+	tests := []struct {
+		args                     []string
+		debounce, check, pollDur time.Duration
+	}{
+		{nil, time.Second, 30 * time.Second, 5 * time.Second},
+		{[]string{"--debounce", "0"}, -1, 30 * time.Second, 5 * time.Second},
+		{[]string{"--debounce=0s", "--check-interval", "0", "--poll-interval", "0"}, -1, -1, -1},
+		{[]string{"--debounce", "0.25", "--check-interval", "90", "--poll-interval", "2s"}, 250 * time.Millisecond, 90 * time.Second, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+		cmdDaemon().flags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		d, c, p := daemonTimings(fs)
+		if d != tt.debounce || c != tt.check || p != tt.pollDur {
+			t.Errorf("%q: debounce, check, poll = %v, %v, %v; want %v, %v, %v", tt.args, d, c, p, tt.debounce, tt.check, tt.pollDur)
+		}
 	}
 }

@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLabFlags checks flag handling up to the point the lab would start
@@ -22,6 +24,8 @@ func TestLabFlags(t *testing.T) {
 		{"config and flags", []string{"lab", "--config", "/etc/config/sqm", "--qdisc", "fq_codel"}, 2, "--config and --qdisc"},
 		{"short duration", []string{"lab", "--duration", "1s"}, 2, "--duration"},
 		{"arguments", []string{"lab", "eth0"}, 2, "no arguments"},
+		{"bare seconds too short", []string{"lab", "--duration", "1"}, 2, "--duration 1s: give 2s to 10m"},
+		{"bad duration", []string{"lab", "--duration", "ten"}, 2, "expected a duration such as 10 (seconds)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,6 +35,23 @@ func TestLabFlags(t *testing.T) {
 				t.Errorf("sqm %s: status %d, stderr %q; want %d and %q", strings.Join(tt.args, " "), code, errb.String(), tt.code, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestLabBareSeconds: `sqm lab --duration 10` failed with 'invalid value
+// "10" for flag -duration'; bare numbers are seconds, as for flent -l.
+func TestLabBareSeconds(t *testing.T) {
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	cmdLab().flags(fs)
+	if err := fs.Parse([]string{"--duration", "10", "--rtt", "0.05"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := labOptions(fs, func(n string) string { return fs.Lookup(n).Value.String() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Duration != 10*time.Second || o.Link.RTT != 50*time.Millisecond {
+		t.Errorf("duration %v, rtt %v; want 10s, 50ms", o.Duration, o.Link.RTT)
 	}
 }
 

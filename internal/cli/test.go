@@ -13,6 +13,7 @@ import (
 	"sqm/internal/bloat"
 	"sqm/internal/plot"
 	"sqm/internal/report"
+	"sqm/internal/units"
 )
 
 func cmdTest() *command {
@@ -56,9 +57,9 @@ Example:
   $ flent -i run.flent.gz -p all_scaled -o run.png`, bloat.DefaultPort),
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&mode, "mode", "rrul", "test `shape`: rrul, speedtest or idle")
-			fs.DurationVar(&duration, "duration", 0, "length of each load phase (default 60s; idle mode: the whole run, default 10s)")
-			fs.DurationVar(&idle, "idle", 5*time.Second, "idle latency measured before and after the load")
-			fs.DurationVar(&interval, "interval", 200*time.Millisecond, "time between probes of each kind, and the throughput sampling step")
+			units.DurationVar(fs, &duration, "duration", 0, "length of each load phase (default 60s; idle mode: the whole run, default 10s)")
+			units.DurationVar(fs, &idle, "idle", 5*time.Second, "idle latency measured before and after the load")
+			units.DurationVar(fs, &interval, "interval", 200*time.Millisecond, "time between probes of each kind, and the throughput sampling step")
 			fs.IntVar(&streams, "streams", 5, "TCP streams per direction in speedtest mode")
 			fs.BoolVar(&v4, "4", false, "use IPv4 only")
 			fs.BoolVar(&v6, "6", false, "use IPv6 only")
