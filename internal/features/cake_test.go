@@ -12,7 +12,8 @@ import (
 
 // TestVMCakeOnVeth builds the cake root qdisc sqm's piece_of_cake-style
 // recipes use (bandwidth, ATM framing, overhead 44, nat, diffserv4) through
-// go-tc on a veth in a fresh namespace and reads it back from the kernel.
+// go-tc on the loopback of a fresh namespace and reads it back from the
+// kernel. (The name is older than the probe device; docs refer to it.)
 func TestVMCakeOnVeth(t *testing.T) {
 	testutil.RequireVM(t)
 	ns, err := newThrowawayNS()
@@ -34,7 +35,7 @@ func TestVMCakeOnVeth(t *testing.T) {
 	}
 	cake := want
 	err = ns.tc.Qdisc().Add(&tc.Object{
-		Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Handle: core.BuildHandle(1, 0), Parent: tc.HandleRoot},
+		Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(1, 0), Parent: tc.HandleRoot},
 		Attribute: tc.Attribute{Kind: "cake", Cake: &cake},
 	})
 	if err != nil {
@@ -46,12 +47,12 @@ func TestVMCakeOnVeth(t *testing.T) {
 	}
 	var got *tc.Object
 	for i := range qdiscs {
-		if qdiscs[i].Ifindex == ns.veth && qdiscs[i].Parent == tc.HandleRoot {
+		if qdiscs[i].Ifindex == ns.dev && qdiscs[i].Parent == tc.HandleRoot {
 			got = &qdiscs[i]
 		}
 	}
 	if got == nil {
-		t.Fatalf("no root qdisc on veth0 after adding cake; have %d qdiscs", len(qdiscs))
+		t.Fatalf("no root qdisc on lo after adding cake; have %d qdiscs", len(qdiscs))
 	}
 	if got.Kind != "cake" || got.Cake == nil {
 		t.Fatalf("root qdisc kind %q (cake options %v), want cake", got.Kind, got.Cake)

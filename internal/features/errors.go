@@ -3,6 +3,8 @@ package features
 import (
 	"errors"
 	"fmt"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotAvailable matches (errors.Is) every error that says the kernel
@@ -20,11 +22,39 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	f := e.Feature
+	return fmt.Sprintf("%s is not available: %s", e.Feature, e.Feature.Advice())
+}
+
+// Advice says what is missing and what to install, for error messages:
+// "kernel module sch_cake is missing (OpenWrt: opkg install kmod-sched-cake)".
+func (f Feature) Advice() string {
 	if f.Module == "" {
-		return fmt.Sprintf("%s is not available: the kernel lacks traffic-control support (CONFIG_NET_SCHED) (OpenWrt: opkg install %s)", f, f.OpenWrt)
+		return fmt.Sprintf("the kernel lacks traffic-control support (CONFIG_NET_SCHED) (OpenWrt: opkg install %s)", f.OpenWrt)
 	}
-	return fmt.Sprintf("%s is not available: kernel module %s is missing (OpenWrt: opkg install %s)", f, f.Module, f.OpenWrt)
+	return fmt.Sprintf("kernel module %s is missing (OpenWrt: opkg install %s)", f.Module, f.OpenWrt)
+}
+
+// Refused interprets the kernel's answer to creating an object of kind
+// name (a netlink error from RTM_NEWQDISC, RTM_NEWTFILTER, RTM_NEWACTION
+// or RTM_NEWLINK). The kernel answers ENOENT when it has no qdisc,
+// classifier or action of that kind even after trying to load its module
+// ("Specified qdisc kind is unknown", "TC classifier not found"), and
+// EOPNOTSUPP for an unknown link kind ("Unknown device type"). For those
+// it returns a *MissingError naming the module and the OpenWrt package;
+// for anything else, or a kind not in the table, nil.
+//
+// This is how shaping reports missing modules: it creates the objects and
+// interprets a refusal, instead of probing first, so it needs no probe
+// namespace and no extra round trips.
+func Refused(t Type, name string, err error) *MissingError {
+	if err == nil || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP)) {
+		return nil
+	}
+	f, ok := Lookup(t, name)
+	if !ok {
+		return nil
+	}
+	return &MissingError{Feature: f, Err: err}
 }
 
 func (e *MissingError) Is(target error) bool { return target == ErrNotAvailable }

@@ -1,9 +1,17 @@
-// Package features answers "does this kernel have qdisc/classifier/action
-// X?" by creating X for real on a veth pair inside a throwaway network
-// namespace. Kernel configs differ wildly (the CI host has no cake, an
-// OpenWrt router may lack kmod-sched-cake), and asking the kernel is the
-// only answer that cannot be wrong; a missing feature comes back as an
-// error naming the module and the OpenWrt package to install.
+// Package features is the one table of the kernel objects sqm uses (qdisc,
+// classifier, action and link kinds) with the Linux module and OpenWrt
+// package that provide each, and a prober that answers "does this kernel
+// have X?" by creating X for real.
+//
+// Shaping itself does not probe: kernel.Apply creates the tree inside its
+// transaction and, when the kernel refuses a kind it does not know, rolls
+// back and reports the module and package through Refused. That needs
+// nothing but CAP_NET_ADMIN and the interface being shaped. The prober is
+// for callers that want an answer without shaping anything (the lab,
+// tests, a web UI listing the available qdiscs): it works in a throwaway
+// network namespace, on that namespace's own loopback device, so it needs
+// no veth (kmod-veth is not in default OpenWrt images) but does need
+// CAP_SYS_ADMIN for unshare(CLONE_NEWNET).
 //
 // Answers are cached per Prober, but only conclusive ones (present, or
 // missing with ENOENT/EOPNOTSUPP): a permission error or an odd failure is
@@ -21,7 +29,6 @@ import (
 	"github.com/florianl/go-tc"
 	"github.com/florianl/go-tc/core"
 	"github.com/jsimonetti/rtnetlink/v2"
-	"github.com/jsimonetti/rtnetlink/v2/driver"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -120,13 +127,14 @@ func classify(f Feature, op string, err error) error {
 }
 
 // throwawayNS is an unnamed network namespace that lives as long as its
-// file descriptor, holding a veth pair (veth0, veth1).
+// file descriptor. Probes use its loopback device, which every namespace
+// has: a veth pair would make the probe depend on kmod-veth, and a missing
+// veth module used to be misreported as the probed module missing.
 type throwawayNS struct {
 	fd   int
 	rtnl *rtnetlink.Conn
 	tc   *tc.Tc
-	veth uint32 // ifindex of veth0
-	peer uint32 // ifindex of veth1
+	dev  uint32 // ifindex of the namespace's lo
 }
 
 // newThrowawayNS makes the namespace on a locked OS thread that is
@@ -167,33 +175,19 @@ func newThrowawayNS() (*throwawayNS, error) {
 	// Extended acks put the kernel's reason into errors ("Specified qdisc
 	// kind is unknown"); older kernels without them still work.
 	_ = ns.tc.SetOption(netlink.ExtendedAcknowledge, true)
-	if err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
-		Family: unix.AF_UNSPEC,
-		Attributes: &rtnetlink.LinkAttributes{
-			Name: "veth0",
-			Info: &rtnetlink.LinkInfo{Kind: "veth", Data: &driver.Veth{
-				PeerInfo: &rtnetlink.LinkMessage{Family: unix.AF_UNSPEC, Attributes: &rtnetlink.LinkAttributes{Name: "veth1"}},
-			}},
-		},
-	}); err != nil {
+	links, err := ns.rtnl.Link.List()
+	if err != nil {
 		ns.Close()
-		return nil, fmt.Errorf("create veth pair: %w", err)
+		return nil, fmt.Errorf("list links: %w", err)
 	}
-	for name, idx := range map[string]*uint32{"veth0": &ns.veth, "veth1": &ns.peer} {
-		links, err := ns.rtnl.Link.List()
-		if err != nil {
-			ns.Close()
-			return nil, fmt.Errorf("list links: %w", err)
+	for _, l := range links {
+		if l.Attributes != nil && l.Attributes.Name == "lo" {
+			ns.dev = l.Index
 		}
-		for _, l := range links {
-			if l.Attributes != nil && l.Attributes.Name == name {
-				*idx = l.Index
-			}
-		}
-		if *idx == 0 {
-			ns.Close()
-			return nil, fmt.Errorf("veth %s not found after creating it", name)
-		}
+	}
+	if ns.dev == 0 {
+		ns.Close()
+		return nil, errors.New("new network namespace has no lo device")
 	}
 	return ns, nil
 }
@@ -301,7 +295,7 @@ func (ns *throwawayNS) probe(f Feature) error {
 		if !ok {
 			return fmt.Errorf("features: no probe for qdisc %s", f.Name)
 		}
-		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Handle: core.BuildHandle(1, 0), Parent: handleRoot}
+		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(1, 0), Parent: handleRoot}
 		if f.Name == "ingress" || f.Name == "clsact" {
 			msg.Handle, msg.Parent = core.BuildHandle(0xFFFF, 0), handleIngress
 		}
@@ -315,12 +309,12 @@ func (ns *throwawayNS) probe(f Feature) error {
 
 	case TypeClassifier:
 		if err := ns.tc.Qdisc().Add(&tc.Object{
-			Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Handle: core.BuildHandle(0xFFFF, 0), Parent: handleIngress},
+			Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(0xFFFF, 0), Parent: handleIngress},
 			Attribute: tc.Attribute{Kind: "ingress"},
 		}); err != nil {
 			return fmt.Errorf("features: probe %s: needs an ingress qdisc to attach to, which failed: %w", f, err)
 		}
-		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.veth, Parent: core.BuildHandle(0xFFFF, 0), Info: 1<<16 | ethPAll}
+		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Parent: core.BuildHandle(0xFFFF, 0), Info: 1<<16 | ethPAll}
 		attr := tc.Attribute{Kind: f.Name}
 		classID := u32p(core.BuildHandle(1, 1))
 		switch f.Name {
@@ -344,7 +338,7 @@ func (ns *throwawayNS) probe(f Feature) error {
 		case "gact":
 			a.Gact = &tc.Gact{Parms: &tc.GactParms{Action: actOK}}
 		case "mirred":
-			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Action: actStolen, Eaction: egressRedir, IfIndex: ns.peer}}
+			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Action: actStolen, Eaction: egressRedir, IfIndex: ns.dev}}
 		case "police":
 			// A rate needs a 1024-byte rate table go-tc does not build
 			// (see go-libs.md); a police with only burst and mtu is

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
 	"sqm/internal/testutil"
 )
 
@@ -148,5 +151,44 @@ func TestConcurrentProbes(t *testing.T) {
 	}
 	if len(p.known) != len(kinds) {
 		t.Errorf("cache holds %d answers, want %d", len(p.known), len(kinds))
+	}
+}
+
+// TestRefused: the kernel's "unknown kind" answers become the table's
+// advice; other errors and kinds outside the table are not guessed at.
+func TestRefused(t *testing.T) {
+	extack := &netlink.OpError{Op: "receive", Err: unix.ENOENT, Message: "Specified qdisc kind is unknown"}
+	tests := []struct {
+		typ  Type
+		name string
+		err  error
+		want string // "" = not a missing-module answer
+	}{
+		{TypeQdisc, "cake", extack, "qdisc cake is not available: kernel module sch_cake is missing (OpenWrt: opkg install kmod-sched-cake)"},
+		{TypeQdisc, "fq_codel", unix.ENOENT, "kernel module sch_fq_codel is missing (OpenWrt: opkg install kmod-sched-core)"},
+		{TypeClassifier, "matchall", unix.ENOENT, "kernel module cls_matchall is missing (OpenWrt: opkg install kmod-sched-core)"},
+		{TypeAction, "police", unix.ENOENT, "kernel module act_police is missing (OpenWrt: opkg install kmod-sched)"},
+		{TypeLink, "ifb", unix.EOPNOTSUPP, "kernel module ifb is missing (OpenWrt: opkg install kmod-ifb)"},
+		{TypeQdisc, "pfifo", unix.ENOENT, "CONFIG_NET_SCHED"},
+		{TypeQdisc, "cake", unix.EINVAL, ""},
+		{TypeQdisc, "cake", unix.EPERM, ""},
+		{TypeQdisc, "cake", nil, ""},
+		{TypeQdisc, "hfsc", unix.ENOENT, ""},
+	}
+	for _, tt := range tests {
+		got := Refused(tt.typ, tt.name, tt.err)
+		switch {
+		case tt.want == "" && got != nil:
+			t.Errorf("Refused(%s %s, %v) = %q; want nil", tt.typ, tt.name, tt.err, got)
+		case tt.want != "" && got == nil:
+			t.Errorf("Refused(%s %s, %v) = nil; want %q", tt.typ, tt.name, tt.err, tt.want)
+		case got != nil:
+			if !strings.Contains(got.Error(), tt.want) {
+				t.Errorf("Refused(%s %s, %v) = %q; want it to contain %q", tt.typ, tt.name, tt.err, got, tt.want)
+			}
+			if !errors.Is(got, ErrNotAvailable) || !errors.Is(got, tt.err) {
+				t.Errorf("Refused(%s %s): errors.Is ErrNotAvailable and the kernel's error: false", tt.typ, tt.name)
+			}
+		}
 	}
 }

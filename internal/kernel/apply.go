@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"sqm/internal/features"
 	"sqm/internal/plan"
 )
 
@@ -44,11 +43,6 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 		}
 		return &Result{Owned: o, Changed: false}, nil
 	}
-	if !c.noPreflight {
-		if err := preflight(p); err != nil {
-			return nil, err
-		}
-	}
 	if cur == nil {
 		if cur, err = c.readTree(l.Index); err != nil {
 			return nil, fmt.Errorf("apply %s: read current qdiscs: %w", p.Interface, err)
@@ -77,67 +71,6 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 		}
 	}
 	return &Result{Owned: o, Changed: true}, nil
-}
-
-// preflight asks internal/features whether the kernel has every qdisc,
-// classifier and action the plan uses, so a missing module is reported
-// (all of them at once, with the package to install) before anything is
-// touched. Inconclusive probes (e.g. no permission to create a probe
-// namespace) are ignored: the apply itself then gives the kernel's answer.
-func preflight(p *plan.Plan) error {
-	var missing []error
-	seen := map[string]bool{}
-	try := func(key string, probe func() error) {
-		if seen[key] {
-			return
-		}
-		seen[key] = true
-		if err := probe(); errors.Is(err, features.ErrNotAvailable) {
-			missing = append(missing, err)
-		}
-	}
-	filters := func(fs []plan.Filter) {
-		for _, f := range fs {
-			try("cls "+f.Kind, func() error { return features.Classifier(f.Kind) })
-			for _, a := range f.Actions {
-				switch {
-				case a.Mirred != nil:
-					try("act mirred", func() error { return features.Action("mirred") })
-				case a.Police != nil:
-					try("act police", func() error { return features.Action("police") })
-				}
-			}
-		}
-	}
-	tree := func(t *plan.Tree) {
-		if t == nil {
-			return
-		}
-		for _, q := range t.Qdiscs {
-			try("qdisc "+q.Kind, func() error { return features.Qdisc(q.Kind) })
-		}
-		filters(t.Filters)
-	}
-	tree(p.Egress)
-	if in := p.Ingress; in != nil {
-		if in.IFB != "" {
-			try("ifb", features.IFB)
-		}
-		tree(in.Shaper)
-		try("qdisc ingress", func() error { return features.Qdisc("ingress") })
-		filters(in.Hook)
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	msgs := make([]string, len(missing))
-	for i, e := range missing {
-		msgs[i] = e.Error()
-	}
-	return &kernelError{
-		msg:  fmt.Sprintf("apply %s: nothing was changed: %s", p.Interface, strings.Join(msgs, "; ")),
-		errs: append([]error{ErrNotSupported}, missing...),
-	}
 }
 
 // prevWantsCleanup reports whether prev holds something p no longer

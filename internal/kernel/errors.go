@@ -7,6 +7,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/features"
 )
 
 // explain turns a netlink failure into an error that says what failed, the
@@ -54,27 +56,46 @@ func permHint(err error) error {
 	return err
 }
 
+// The hints below come from internal/features, the one table of which
+// module and OpenWrt package provide each kind. Apply does not probe
+// before building: it sends the tree inside its transaction, and the
+// kernel's ENOENT/EOPNOTSUPP for an unknown kind is what reports a missing
+// module (explain attaches these hints, Apply rolls back). That needs only
+// CAP_NET_ADMIN and the interface itself, and costs no extra round trips.
+
 // qdiscHint names the module (and OpenWrt package) providing a qdisc kind.
 func qdiscHint(kind string) string {
-	pkg := "kmod-sched"
-	switch kind {
-	case "cake":
-		pkg = "kmod-sched-cake"
-	case "htb", "tbf", "fq_codel", "ingress", "pfifo", "bfifo":
-		pkg = "kmod-sched-core"
+	if f, ok := features.Lookup(features.TypeQdisc, kind); ok {
+		return f.Advice()
 	}
-	if kind == "pfifo" || kind == "bfifo" {
-		return "kernel lacks the " + kind + " qdisc (built in everywhere; is this a Linux kernel with CONFIG_NET_SCHED?)"
-	}
-	return fmt.Sprintf("kernel module sch_%s missing (OpenWrt: %s; elsewhere: modprobe sch_%s)", kind, pkg, kind)
+	return fmt.Sprintf("the kernel has no %s qdisc (module sch_%s missing?)", kind, kind)
 }
 
-// filterHint names the modules a filter needs.
+// filterHint names the modules a filter needs: the classifier's and its
+// actions'. The errno cannot say which one is missing; the kernel's own
+// message, which explain shows, does ("TC classifier not found", "Failed
+// to load TC action module").
 func filterHint(kind string, actions []string) string {
-	mods := []string{"cls_" + kind}
-	for _, a := range actions {
-		mods = append(mods, "act_"+a)
+	var parts []string
+	add := func(t features.Type, name, fallback string) {
+		if f, ok := features.Lookup(t, name); ok {
+			parts = append(parts, fmt.Sprintf("%s (OpenWrt: opkg install %s)", f.Module, f.OpenWrt))
+		} else {
+			parts = append(parts, fallback)
+		}
 	}
-	return fmt.Sprintf("kernel module(s) %s missing or an option was refused (OpenWrt: kmod-sched-core for u32/mirred, kmod-sched for police/matchall)",
-		strings.Join(mods, ", "))
+	add(features.TypeClassifier, kind, "cls_"+kind)
+	for _, a := range actions {
+		add(features.TypeAction, a, "act_"+a)
+	}
+	if len(parts) == 1 {
+		return "kernel module " + parts[0] + " is missing"
+	}
+	return "one of the kernel modules " + strings.Join(parts, ", ") + " is missing"
+}
+
+// ifbHint names the module (and OpenWrt package) providing IFB devices.
+func ifbHint() string {
+	f, _ := features.Lookup(features.TypeLink, "ifb")
+	return f.Advice()
 }

@@ -18,11 +18,13 @@
 // truncated to whole microseconds, tbf's burst sent in bytes, u32 keys at
 // one offset merged): the VM tests compare both dumps for every recipe.
 //
-// Apply is transactional. Before touching anything it asks
-// internal/features for every kind the plan uses and refuses with all the
-// missing modules named. Past that point a failure deletes what was built
-// and rebuilds sqm's previous tree from Owned.Plan, which is why Owned
-// carries the plan it came from.
+// Apply is transactional and does not probe first: a failure, including
+// the kernel refusing a qdisc, classifier or action kind whose module is
+// missing, deletes what was built and rebuilds sqm's previous tree from
+// Owned.Plan (which is why Owned carries the plan it came from); the error
+// names the module and the OpenWrt package, from internal/features' table.
+// Shaping thus needs CAP_NET_ADMIN and nothing else: no probe namespace
+// (CAP_SYS_ADMIN) and no veth module.
 package kernel
 
 import (
@@ -60,9 +62,6 @@ type Conn struct {
 	// afterStep, when set (tests only), runs after each Apply step, to
 	// inject failures such as the interface vanishing mid-apply.
 	afterStep func(step string)
-	// noPreflight (tests only) skips the features check so that a kind the
-	// kernel lacks fails mid-apply, exercising the rollback.
-	noPreflight bool
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

@@ -85,8 +85,7 @@ func (c *Conn) createIFB(name string) (*link, error) {
 		},
 	})
 	if err != nil {
-		return nil, explain(fmt.Sprintf("create ifb %q", name), err,
-			"the ifb module is missing (OpenWrt: kmod-ifb)")
+		return nil, explain(fmt.Sprintf("create ifb %q", name), err, ifbHint())
 	}
 	return c.linkByName(name)
 }

@@ -9,28 +9,15 @@ import (
 	"sqm/internal/testutil"
 )
 
-// TestApplyFailureKeepsPrevious injects a failure mid-plan: the host kernel
-// refuses fq_codel (no sch_fq_codel), after the htb root and classes were
-// already created. The previous sqm tree must come back intact.
+// TestApplyFailureKeepsPrevious: the host kernel refuses fq_codel (no
+// sch_fq_codel) after the htb root and classes were already rebuilt (Apply
+// does not probe first), so the rollback must rebuild the previous tree
+// from prev.Plan, and the error must name the module and the package.
 func TestApplyFailureKeepsPrevious(t *testing.T) {
 	if testutil.InVM() {
 		t.Skip("the VM kernel has fq_codel; this injection relies on the host lacking it")
 	}
-	for _, mid := range []bool{false, true} {
-		name := "preflight"
-		if mid {
-			name = "mid-apply"
-		}
-		t.Run(name, func(t *testing.T) { failureKeepsPrevious(t, mid) })
-	}
-}
-
-// failureKeepsPrevious: with mid, the features preflight is skipped and
-// the kernel refuses fq_codel after the htb root and classes were rebuilt,
-// so the rollback must rebuild the previous tree from prev.Plan.
-func failureKeepsPrevious(t *testing.T, mid bool) {
 	ns, c := setupNS(t)
-	c.noPreflight = mid
 	var steps []string
 	c.afterStep = func(s string) { steps = append(steps, s) }
 	old := build(t, queue("simple", "pfifo"))
@@ -47,13 +34,11 @@ func failureKeepsPrevious(t *testing.T, mid bool) {
 	if err == nil {
 		t.Fatal("Apply with fq_codel succeeded on a kernel without it")
 	}
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "sch_fq_codel") {
-		t.Errorf("error does not name the missing module: %v", err)
+	want := "kernel module sch_fq_codel is missing (OpenWrt: opkg install kmod-sched-core)"
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "rolled back") {
+		t.Errorf("error does not say %q and that it rolled back: %v", want, err)
 	}
 	t.Logf("error: %v (steps done: %v)", err, steps)
-	if mid != strings.Contains(err.Error(), "Specified qdisc kind is unknown") {
-		t.Errorf("mid=%v but the error is not from the expected stage: %v", mid, err)
-	}
 	if ok, diff, err := c.Matches(old); err != nil || !ok {
 		t.Fatalf("previous tree not restored: err=%v diff:\n%s", err, diff)
 	}
@@ -63,19 +48,17 @@ func failureKeepsPrevious(t *testing.T, mid bool) {
 	if after := ns.sh(t, "tc", "filter", "show", "dev", "wan0", "parent", "ffff:"); after != beforeF {
 		t.Errorf("ingress hook differs after rollback:\nbefore:\n%s\nafter:\n%s", beforeF, after)
 	}
-	if mid {
-		// A failure at the very last step (the police hook; act_police is
-		// missing here) after egress, ingress qdisc and IFB were redone.
-		pol := build(t, queue("police", "pfifo"))
-		if _, err := c.Apply(pol, &res.Owned, ApplyOptions{}); err == nil {
-			t.Fatal("police Apply succeeded without act_police")
-		}
-		if ok, diff, err := c.Matches(old); err != nil || !ok {
-			t.Fatalf("previous tree not restored after a late failure: err=%v diff:\n%s", err, diff)
-		}
-		if after := ns.sh(t, "tc", "-d", "qdisc", "show"); after != before {
-			t.Errorf("qdiscs differ after late rollback:\nbefore:\n%s\nafter:\n%s", before, after)
-		}
+	// A failure at the very last step (the police hook; act_police is
+	// missing here) after egress, ingress qdisc and IFB were redone.
+	pol := build(t, queue("police", "pfifo"))
+	if _, err := c.Apply(pol, &res.Owned, ApplyOptions{}); err == nil {
+		t.Fatal("police Apply succeeded without act_police")
+	}
+	if ok, diff, err := c.Matches(old); err != nil || !ok {
+		t.Fatalf("previous tree not restored after a late failure: err=%v diff:\n%s", err, diff)
+	}
+	if after := ns.sh(t, "tc", "-d", "qdisc", "show"); after != before {
+		t.Errorf("qdiscs differ after late rollback:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if err := c.Remove(&res.Owned); err != nil {
 		t.Fatal(err)
@@ -90,7 +73,7 @@ func TestApplyFailureFreshInterface(t *testing.T) {
 		t.Skip("relies on the host kernel lacking fq_codel")
 	}
 	_, c := setupNS(t)
-	c.noPreflight = true // fail in the middle (fq_codel) and at the very end (police)
+	// Fails in the middle (fq_codel) and at the very end (police).
 	bad := build(t, queue("simple", "fq_codel"))
 	if _, err := c.Apply(bad, nil, ApplyOptions{}); err == nil {
 		t.Fatal("Apply succeeded")
