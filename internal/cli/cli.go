@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Version is set at build time with -ldflags "-X sqm/internal/cli.Version=...".
@@ -100,7 +101,7 @@ func run(ctx context.Context, env *Env, args []string) int {
 			printHelp(env.Stdout, c)
 			return 0
 		}
-		fmt.Fprintf(env.Stderr, "sqm %s: %v\nusage: %s\nrun 'sqm help %s' for details\n", c.name, err, c.usage, c.name)
+		fmt.Fprintf(env.Stderr, "sqm %s: %s\nusage: %s\nrun 'sqm help %s' for details\n", c.name, flagError(err), c.usage, c.name)
 		return 2
 	}
 	if err := c.run(ctx, env, fs, fs.Args()); err != nil {
@@ -176,17 +177,78 @@ Run 'sqm help COMMAND' or 'sqm COMMAND --help' for a command's flags and an exam
 
 func printHelp(w io.Writer, c *command) {
 	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.usage, strings.TrimSpace(c.help))
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	if c.flags != nil {
-		c.flags(fs)
-	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
+	docs := flagDocs(c)
+	if len(docs) > 0 {
 		fmt.Fprint(w, "\nflags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
 	}
+	for _, d := range docs {
+		fmt.Fprintf(w, "  %s\n    \t%s\n", d.synopsis(), strings.ReplaceAll(d.text(), "\n", "\n    \t"))
+	}
+}
+
+// flagDoc is one flag as the help and the man page describe it.
+type flagDoc struct {
+	name, arg, usage, def string
+}
+
+// synopsis is "--name ARG", the spelling the usage lines and the docs use.
+// (flag.PrintDefaults would print "-name", which also works but made the
+// help disagree with the usage line above it.)
+func (d flagDoc) synopsis() string {
+	if d.arg == "" {
+		return "--" + d.name
+	}
+	return "--" + d.name + " " + d.arg
+}
+
+// text is the usage with the default appended, as PrintDefaults does.
+func (d flagDoc) text() string {
+	if d.def == "" {
+		return d.usage
+	}
+	return fmt.Sprintf("%s (default %s)", d.usage, d.def)
+}
+
+// flagDocs lists c's flags in name order. Zero defaults ("", 0, false,
+// 0s) are not shown, as flag.PrintDefaults omits them.
+func flagDocs(c *command) []flagDoc {
+	if c.flags == nil {
+		return nil
+	}
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.flags(fs)
+	var out []flagDoc
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		if g, ok := f.Value.(flag.Getter); ok && arg == "value" {
+			if _, ok := g.Get().(time.Duration); ok {
+				arg = "duration" // units.DurationVar
+			}
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			arg = ""
+		}
+		// Upper case, as in the usage lines: --config FILE.
+		d := flagDoc{name: f.Name, arg: strings.ToUpper(arg), usage: usage}
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			d.def = f.DefValue
+		}
+		out = append(out, d)
+	})
+	return out
+}
+
+// flagError rewrites the flag package's parse errors, which name flags
+// with one dash ("invalid value "x" for flag -duration"), to the "--flag"
+// spelling the usage lines and the help use.
+func flagError(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"for flag -", "not defined: -", "needs an argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	return msg
 }
 
 func cmdVersion() *command {

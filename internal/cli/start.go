@@ -25,11 +25,11 @@ const (
 
 // stateDirFlag registers --state-dir; the value is resolved by stateDir.
 func stateDirFlag(fs *flag.FlagSet) {
-	fs.String("state-dir", "", "directory for sqm's state and lock (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run)")
+	fs.String("state-dir", "", "`dir` for sqm's state and lock (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run)")
 }
 
 func configFlag(fs *flag.FlagSet) {
-	fs.String("config", defaultConfig, "UCI config file with `config queue` sections")
+	fs.String("config", defaultConfig, "UCI config `file` with 'config queue' sections")
 }
 
 func flagString(fs *flag.FlagSet, name string) string {

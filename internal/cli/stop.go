@@ -25,7 +25,7 @@ Example:
   $ sqm stop eth1
   eth1: removed (section "wan")`,
 		flags: func(fs *flag.FlagSet) {
-			fs.String("config", "", "only stop sections applied from this config file")
+			fs.String("config", "", "only stop sections applied from this config `file`")
 			stateDirFlag(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
