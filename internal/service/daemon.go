@@ -17,7 +17,8 @@ import (
 //
 //	start ──► apply config (missing interfaces wait)
 //	  │
-//	  ├─ link event for a configured interface ─► debounce ─► apply it
+//	  ├─ link event for a configured interface ─► apply it now if it was not
+//	  │                      handled within Debounce, else debounce, then apply
 //	  ├─ every CheckEvery ─► compare kernel with state ─► restore or report
 //	  ├─ SIGHUP, or config mtime/size changed ─► reload (only what changed;
 //	  │                                          a broken file keeps shaping)
@@ -38,7 +39,12 @@ type Daemon struct {
 	// Reload requests a reload (SIGHUP).
 	Reload <-chan os.Signal
 
-	Debounce   time.Duration // quiet time after the last link event; default 1 s
+	// Debounce bounds how often one interface is handled: the first
+	// event for an interface is handled at once (an interface that
+	// reappears is shaped within one apply, not after a quiet period),
+	// later events within Debounce of that are collected and handled once
+	// the events have been quiet for Debounce. Default 1 s.
+	Debounce   time.Duration
 	CheckEvery time.Duration // drift check period; default 30 s; <0 disables
 	PollEvery  time.Duration // config mtime poll period; default 5 s; <0 disables
 	// Restore re-applies a tree someone removed or replaced; when false
@@ -117,6 +123,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	pending := map[string]bool{}
 	resync := false
 	var first time.Time
+	// handled is when each interface was last handled at once (leading
+	// edge); a burst of events after that goes through the debounce.
+	handled := map[string]time.Time{}
 
 	for {
 		select {
@@ -139,6 +148,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 				continue
 			}
 			d.log().Debug("link event", "event", ev.String())
+			if !ev.Resync && !ev.Deleted && d.configured(ev.Name) {
+				if last, ok := handled[ev.Name]; !ok || time.Since(last) >= debounce {
+					// Leading edge: shape an interface that (re)appears
+					// without waiting. The debounced pass below still
+					// follows, and finds the tree unchanged unless later
+					// events changed something.
+					d.handleLinks([]string{ev.Name}, false)
+					handled[ev.Name] = time.Now()
+				}
+			}
 			if ev.Resync {
 				resync = true
 			} else {
@@ -218,7 +237,11 @@ func (d *Daemon) handleLinks(ifaces []string, all bool) {
 		if all {
 			sel = nil
 		}
-		more, err2 := d.Svc.Start(d.queues, d.ConfigPath, PrepareOptions{Ifaces: sel, AllowMissing: true}, d.Restore)
+		// Never force: an interface that appears with a qdisc sqm did not
+		// install (a hotplug script, another tool) is refused and logged,
+		// as sqm start refuses it without --force. Restore is about trees
+		// sqm installed and someone changed (see check), not this.
+		more, err2 := d.Svc.Start(d.queues, d.ConfigPath, PrepareOptions{Ifaces: sel, AllowMissing: true}, false)
 		return append(outs, more...), errors.Join(err, err2)
 	}, false)
 }

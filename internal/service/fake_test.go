@@ -24,6 +24,7 @@ type fakeKernel struct {
 	applies   map[string]int
 	forced    map[string]int
 	removes   map[string]int
+	matches   map[string]int // Matches calls: how often a tree was compared
 	failApply map[string]error
 	// prevPlans is the previous plan Apply was handed last, per interface.
 	prevPlans map[string]*plan.Plan
@@ -31,7 +32,7 @@ type fakeKernel struct {
 
 func newFake(links ...string) *fakeKernel {
 	k := &fakeKernel{links: map[string]int{}, trees: map[string]string{}, ifbs: map[string]bool{},
-		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, failApply: map[string]error{},
+		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, matches: map[string]int{}, failApply: map[string]error{},
 		prevPlans: map[string]*plan.Plan{}}
 	for _, l := range links {
 		k.links[l] = 1500
@@ -99,6 +100,7 @@ func (k *fakeKernel) Remove(o *Owned) error {
 func (k *fakeKernel) Matches(p *plan.Plan) (bool, string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.matches[p.Interface]++
 	b, _ := json.Marshal(p)
 	cur := k.trees[p.Interface]
 	if cur == string(b) {
