@@ -26,21 +26,30 @@ func cmdStatus() *command {
 where the shaping came from and the kernel's tree right now: every qdisc
 and class with bytes, packets, drops, overlimits, backlog and ECN marks,
 and cake's per-tin statistics as a table. The IFB carrying an interface's
-ingress shaping is shown after it. --json prints the same as JSON.
+ingress shaping is shown after it. --json prints the same as JSON, in
+the stable snake_case layout docs/status-json.md describes.
 
 Drops on the shaper are normal under load: that is the AQM keeping the
 queue short. A growing backlog with no drops means the shaper is not the
 bottleneck (rate set above the line rate).
 
-Example:
+Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 
   $ sqm status eth1
-  eth1: section "wan" (/etc/config/sqm:3), applied 2026-11-29 23:40:01 UTC (5m ago)
-    qdisc  handle  parent  bytes     packets  drops  overlimits  backlog  ecn
-    cake   8001:   root    1.2 GB    901234   1021   0           0B/0p    311`,
+  eth1: section "wan" (/etc/config/sqm:3), applied 2026-11-29 23:40:01 UTC (5m3s ago)
+    download 85000 kbit/s, upload 10000 kbit/s, piece_of_cake/cake, ethernet overhead 34
+    tree as applied
+           kind     handle  parent   bytes  packets  drops  overlimits  backlog   ecn marks
+    qdisc  cake     1:      root     1.2GB  901234   1021   0           1.5kB/1p  311
+    qdisc  ingress  ffff:   ingress  9.8GB  7012345  0      0           0B/0p     0
+    filters: 1
+    cake 1: tins:
+                           Tin 0
+                thresh  10.0Mbit
+    ...`,
 		flags: func(fs *flag.FlagSet) {
 			stateDirFlag(fs)
-			fs.Bool("json", false, "print as JSON")
+			fs.Bool("json", false, "print as JSON (schema: docs/status-json.md)")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			store := &service.Store{Dir: stateDir(env, fs)}
@@ -54,7 +63,7 @@ Example:
 			if flagBool(fs, "json") {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := enc.Encode(statusJSON(rep, store.Dir)); err != nil {
 					return err
 				}
 			} else {

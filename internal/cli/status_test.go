@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,7 @@ func (f fakeStatus) LinkMTU(iface string) (int, error) { return 1500, nil }
 // Matches says eth1's tree differs, so the golden file shows drift.
 func (f fakeStatus) Matches(p *plan.Plan) (bool, string, error) {
 	if p.Interface == "eth1" {
-		return false, "egress root: want cake 8001:,\n have fq_codel", nil
+		return false, "egress root: want cake 1:,\n have fq_codel", nil
 	}
 	return true, "", nil
 }
@@ -54,7 +56,9 @@ func (f fakeStatus) Status(devs ...string) ([]kernel.DeviceStatus, error) {
 	return out, nil
 }
 
-func TestStatusGolden(t *testing.T) {
+// statusFixture is two shaped interfaces (eth1 with an IFB, whose tree has
+// drifted; ppp0, which is gone) and an unshaped one (eth2).
+func statusFixture() (fakeStatus, []*service.State, time.Time) {
 	applied := time.Date(2026, 11, 29, 23, 40, 1, 0, time.UTC)
 	now := applied.Add(5*time.Minute + 3*time.Second)
 	tin := func(i uint64) kernel.CakeTin {
@@ -65,7 +69,7 @@ func TestStatusGolden(t *testing.T) {
 	}
 	k := fakeStatus{
 		"eth1": {Device: "eth1", Ifindex: 2, Filters: 1, Qdiscs: []kernel.QdiscStatus{
-			{Kind: "cake", Handle: plan.MakeHandle(0x8001, 0), Parent: plan.HandleRoot,
+			{Kind: "cake", Handle: plan.MakeHandle(1, 0), Parent: plan.HandleRoot,
 				Counters: kernel.Counters{Bytes: 5600000, Packets: 4000, Drops: 12, Overlimits: 300, BacklogBytes: 1514, BacklogPackets: 1, ECNMarks: 6},
 				Cake:     &kernel.CakeStats{Tins: []kernel.CakeTin{tin(0), tin(1), tin(2), tin(3)}}},
 			{Kind: "ingress", Handle: plan.MakeHandle(0xffff, 0), Parent: plan.HandleIngress, Counters: kernel.Counters{Bytes: 123456789, Packets: 90000}},
@@ -85,10 +89,19 @@ func TestStatusGolden(t *testing.T) {
 	cli := config.Defaults()
 	cli.Name, cli.Interface, cli.Enabled, cli.Download, cli.Upload, cli.Script, cli.Qdisc = "cli", "ppp0", true, 0, 2000, "simplest", "fq_codel"
 	states := []*service.State{
-		{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3", AppliedAt: applied,
-			Queue: wan, Owned: kernel.Owned{Interface: "eth1", IFB: "ifb4eth1"}},
+		{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3", AppliedAt: applied, PID: 4242,
+			Queue: wan, Plan: wanPlan, Owned: kernel.Owned{Interface: "eth1", IFB: "ifb4eth1"}},
 		{Interface: "ppp0", Source: service.SourceCLI, Section: "cli", AppliedAt: applied, Queue: cli},
 	}
+	return k, states, now
+}
+
+// wanPlan stands for eth1's applied plan: status passes the state's plan
+// through as it is, so the golden file need not change with the planner.
+var wanPlan = json.RawMessage(`{"interface":"eth1","section":"wan","script":"piece_of_cake","qdisc":"cake"}`)
+
+func TestStatusGolden(t *testing.T) {
+	k, states, now := statusFixture()
 	tests := []struct {
 		name   string
 		ifaces []string
@@ -142,3 +155,114 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+// golden compares got with testdata/name, which -update rewrites.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if updateGolden() {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("output differs from %s (-update rewrites it):\n got:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// TestStatusJSON pins `sqm status --json`'s documented layout: snake_case
+// keys, targets as text, the applied plan once. (It printed service.State
+// as it was: PascalCase config fields, an integer TargetMode, and the
+// plan both in State.Plan and State.Owned.Plan.)
+func TestStatusJSON(t *testing.T) {
+	k, states, now := statusFixture()
+	rep := statusReport(k, states, append(service.Interfaces(states), "eth2"), now)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(statusJSON(rep, "/run/sqm")); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.json.golden", b.Bytes())
+	// Every key, at any depth, is snake_case, and the plan appears once.
+	var walk func(v any)
+	plans := 0
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for key, x := range v {
+				if key != strings.ToLower(key) || strings.ContainsAny(key, " -") {
+					t.Errorf("key %q is not snake_case", key)
+				}
+				if key == "plan" {
+					plans++
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	var doc any
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	walk(doc)
+	if plans != 1 {
+		t.Errorf("%d plans in the JSON; want 1 (eth1's)", plans)
+	}
+}
+
+// TestStatusHelpExample: the example in 'sqm help status' is what
+// printStatus prints for that tree (it once showed cake at 8001:, a handle
+// sqm never uses, under a header the command never printed).
+func TestStatusHelpExample(t *testing.T) {
+	help := cmdStatus().help
+	i := strings.Index(help, "  $ sqm status eth1\n")
+	if i < 0 {
+		t.Fatal("help has no 'sqm status eth1' example")
+	}
+	var example []string
+	for _, l := range strings.Split(help[i:], "\n")[1:] {
+		if strings.TrimSpace(l) == "..." {
+			break
+		}
+		example = append(example, strings.TrimPrefix(l, "  "))
+	}
+	applied := time.Date(2026, 11, 29, 23, 40, 1, 0, time.UTC)
+	wan := config.Defaults()
+	wan.Name, wan.Interface, wan.Enabled, wan.Download, wan.Upload = "wan", "eth1", true, 85000, 10000
+	wan.LinkLayer, wan.Overhead = "ethernet", 34
+	k := fakeStatus{
+		"eth1": {Device: "eth1", Ifindex: 2, Filters: 1, Qdiscs: []kernel.QdiscStatus{
+			{Kind: "cake", Handle: plan.MakeHandle(1, 0), Parent: plan.HandleRoot,
+				Counters: kernel.Counters{Bytes: 1.2e9, Packets: 901234, Drops: 1021, BacklogBytes: 1514, BacklogPackets: 1, ECNMarks: 311},
+				Cake:     &kernel.CakeStats{Tins: []kernel.CakeTin{{ThresholdRate: 1250000}}}},
+			{Kind: "ingress", Handle: plan.MakeHandle(0xffff, 0), Parent: plan.HandleIngress, Counters: kernel.Counters{Bytes: 9.8e9, Packets: 7012345}},
+		}},
+	}
+	st := &service.State{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3",
+		AppliedAt: applied, Queue: wan}
+	var b bytes.Buffer
+	printStatus(&b, statusReport(matchingStatus{k}, []*service.State{st}, []string{"eth1"}, applied), "/run/sqm", applied.Add(5*time.Minute+3*time.Second))
+	got := strings.Split(b.String(), "\n")
+	if len(got) < len(example) {
+		t.Fatalf("output shorter than the example:\n%s", b.String())
+	}
+	for j, want := range example {
+		if got[j] != want {
+			t.Errorf("help example line %d:\n help: %q\n real: %q", j+1, want, got[j])
+		}
+	}
+}
+
+// matchingStatus is a fakeStatus whose trees all match their plans.
+type matchingStatus struct{ fakeStatus }
+
+func (matchingStatus) Matches(*plan.Plan) (bool, string, error) { return true, "", nil }
