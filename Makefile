@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet unit vmtest demo sizes clean install install-openwrt
+.PHONY: all build setup test fmt vet unit vmtest demo sizes clean install install-openwrt fresh-check
 
 all: build
 
@@ -60,6 +60,13 @@ sizes:
 
 clean:
 	rm -rf bin
+
+# `make demo` and `make test` as a newcomer runs them: on a fresh Debian 12
+# root (debootstrap, cached), Go copied in, HEAD cloned, as root in a
+# chroot. Boots VMs: on a shared machine, `flock /tmp/sqm-vm.lock make
+# fresh-check`. See scripts/fresh-check.sh and docs/testing.md.
+fresh-check:
+	scripts/fresh-check.sh
 
 # Install the binary, the systemd units and (only if absent) the sample
 # config under DESTDIR, e.g. `make install DESTDIR=/tmp/pkg` for a package.
