@@ -140,6 +140,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 		case ev, ok := <-d.Events:
 			if !ok {
+				if ctx.Err() != nil {
+					// The watcher closes its channel when ctx is
+					// cancelled; select may see that before ctx.Done.
+					// That is the shutdown, not a failure.
+					d.Events = nil
+					continue
+				}
 				d.log().Error("link watching stopped; interfaces that appear from now on are not shaped until the daemon restarts")
 				d.Events = nil
 				continue

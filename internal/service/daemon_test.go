@@ -300,3 +300,29 @@ func TestDaemonLinkEventDoesNotForce(t *testing.T) {
 		})
 	}
 }
+
+// TestDaemonShutdownIsNotAnError: on SIGTERM the link watcher closes its
+// channel as the context ends; the daemon must not log that as "link
+// watching stopped" (an ERROR). Both are ready at once, and select picks
+// at random, so 50 rounds make a miss before the fix about 2^-50 likely.
+func TestDaemonShutdownIsNotAnError(t *testing.T) {
+	k := newFake("eth0")
+	svc, lb := newService(t, k)
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	b, _ := json.Marshal([]config.Queue{queue("wan", "eth0", 1, 1)})
+	os.WriteFile(cfg, b, 0o600)
+	for range 50 {
+		ev := make(chan linkwatch.Event)
+		close(ev)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d := &Daemon{Svc: svc, ConfigPath: cfg, Load: jsonLoad, Events: ev, Log: svc.Log,
+			Lock: func() (func(), error) { return func() {}, nil }, CheckEvery: -1, PollEvery: -1}
+		if err := d.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(lb.String(), "level=ERROR") {
+		t.Errorf("shutdown logged an error:\n%s", lb)
+	}
+}
