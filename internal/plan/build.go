@@ -20,10 +20,11 @@ type Env struct {
 }
 
 // Recipes yields the scripts Build knows, sqm-scripts' five plus police:
-// `for _, script := range plan.Recipes`. It is an iterator rather than a
-// slice so no caller can change the package's list.
+// `for _, script := range plan.Recipes`. The list is config.Scripts, so
+// the config reader and the planner accept exactly the same names; Build
+// has a case for each (TestRecipesIterators checks that).
 func Recipes(yield func(int, string) bool) {
-	for i, s := range recipeList() {
+	for i, s := range config.Scripts() {
 		if !yield(i, s) {
 			return
 		}
@@ -38,10 +39,6 @@ func LeafQdiscs(yield func(int, string) bool) {
 			return
 		}
 	}
-}
-
-func recipeList() []string {
-	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
 }
 
 func leafQdiscList() []string {
@@ -107,8 +104,8 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		return nil, fmt.Errorf("plan: interface %s: MTU %d is not a usable MTU (68..65536); check the device", q.Interface, env.MTU)
 	}
 	script := strings.TrimSuffix(q.Script, ".qos")
-	if !slices.Contains(recipeList(), script) {
-		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(recipeList(), ", "))
+	if !slices.Contains(config.Scripts(), script) {
+		return nil, q.Errorf("script", "unknown script %q; use one of %s", q.Script, strings.Join(config.Scripts(), ", "))
 	}
 	qdisc := q.Qdisc
 	if qdisc == "" {
@@ -124,8 +121,8 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		if r.kbit != 0 && r.kbit < minRateKbit {
 			return nil, q.Errorf(r.opt, "rate %d kbit/s is too low to shape; use at least %d, or 0 to leave this direction alone", r.kbit, minRateKbit)
 		}
-		if r.kbit > 1<<32 { // 4.3 Tbit/s: far beyond anything sqm shapes; keeps the arithmetic safe
-			return nil, q.Errorf(r.opt, "rate %d kbit/s is implausibly high; give kbit/s", r.kbit)
+		if r.kbit > config.MaxKbit { // keeps the arithmetic safe; Validate says the same
+			return nil, q.Errorf(r.opt, "%d kbit/s is too large (at most %d kbit/s)", r.kbit, uint64(config.MaxKbit))
 		}
 	}
 	b := &builder{q: q, env: env, p: &Plan{Interface: q.Interface, Section: q.Name, Script: script, Qdisc: qdisc}}
@@ -226,8 +223,20 @@ func (b *builder) linkLayer() error {
 	if b.llam == "cake" && q.StabMPU > 256 {
 		return q.Errorf("tcMPU", "mpu %d is outside cake's range 0..256", q.StabMPU)
 	}
+	// htb_private puts overhead and mpu into the rate tables' struct
+	// tc_ratespec, whose fields are unsigned 16-bit: the kernel cannot
+	// hold a negative overhead there (tc_stab can).
+	if b.llam == "htb_private" && (q.Overhead < 0 || q.Overhead > maxRateSpecField) {
+		return q.Errorf("overhead", "overhead %d is outside htb_private's range 0..%d (the kernel's rate table has no negative overhead); use linklayer_adaptation_mechanism tc_stab for a negative overhead", q.Overhead, maxRateSpecField)
+	}
+	if b.llam == "htb_private" && q.StabMPU > maxRateSpecField {
+		return q.Errorf("tcMPU", "mpu %d is outside htb_private's range 0..%d", q.StabMPU, maxRateSpecField)
+	}
 	return nil
 }
+
+// maxRateSpecField is the largest overhead or mpu struct tc_ratespec holds.
+const maxRateSpecField = 0xffff
 
 // stab is the root's size table for tc_stab, else nil.
 func (b *builder) stab() *Stab {
@@ -273,13 +282,27 @@ func (b *builder) cakeLLA() []string {
 	return append(t, "overhead", strconv.Itoa(b.q.Overhead), "mpu", strconv.FormatUint(uint64(b.q.StabMPU), 10))
 }
 
-// minBurst is one worst-case ATM-expanded packet: ceil((MTU+48)/48)*53.
+// minBurst is the smallest bucket: sqm-scripts' ceil((MTU+48)/48)*53 (one
+// worst-case ATM-expanded packet without overhead), but never less than
+// one full frame as the shaper measures it. sqm-scripts ignores the
+// overhead here, and tbf drops every packet longer than its bucket
+// (TCA_TBF_BURST): with tc_stab the length is taken from the size table,
+// after adding the overhead and rounding to ATM cells, so with ATM and
+// overhead 100 a full 1514-byte frame counts 34 cells (1802 bytes) against
+// a 1749-byte bucket, and every full-size packet was dropped. (htb_private
+// compares the plain length with the bucket; its overhead only changes
+// how long a packet takes, so sqm-scripts' value holds a frame there.)
+// The frame is MTU plus the 14-byte Ethernet header the qdisc sees.
 func (b *builder) minBurst() uint32 {
-	return uint32((b.env.MTU+48+47)/48) * 53
+	legacy := uint32((b.env.MTU+48+47)/48) * 53
+	if s := b.stab(); s != nil {
+		return max(legacy, s.PacketLen(b.env.MTU+ethHeader))
+	}
+	return legacy
 }
 
 // burst is sqm-scripts' get_burst: the bytes sent in 1 ms at the rate,
-// but at least one ATM-expanded MTU. It is also the HTB quantum.
+// but at least minBurst. It is also the HTB quantum.
 func (b *builder) burst(rateKbit uint64) uint32 {
 	return max(uint32(rateKbit*burstDurUS/8000), b.minBurst())
 }

@@ -80,6 +80,16 @@
 //     pick one), so plans compare equal to what the kernel reports.
 //   - With download 0 no IFB is created (sqm-scripts created it and left
 //     it down); with upload 0 the root qdisc is left alone.
+//   - The burst (tbf bucket, HTB burst and quantum) is sqm-scripts'
+//     max(1 ms at the rate, ceil((MTU+48)/48)*53), but with tc_stab never
+//     less than what the size table charges for one full frame (MTU+14
+//     plus overhead, MPU, ATM cells): tbf drops any packet longer than its
+//     bucket, so with ATM and an overhead above 70 bytes (or a small MTU)
+//     sqm-scripts' tbf dropped every full-size packet. See minBurst.
+//   - linklayer_adaptation_mechanism htb_private refuses a negative
+//     overhead or an mpu above 65535 (the kernel's rate table stores both
+//     as unsigned 16-bit numbers; sqm-scripts passed them to tc, which
+//     failed at start). tc_stab takes a negative overhead.
 //   - Unknown or malformed keywords in iqdisc_opts/eqdisc_opts are errors
 //     (sqm-scripts passed them to tc unchecked).
 //   - The police recipe is new (see policer in build.go for the bucket

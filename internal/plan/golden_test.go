@@ -55,6 +55,8 @@ func variantsFor(script, qdisc string) []variant {
 		{"lla tc_stab atm overhead 44", lla("atm", "tc_stab", 44, 0)},
 		{"lla cake atm overhead 44", lla("atm", "cake", 44, 0)},
 		{"lla htb_private atm overhead 44", lla("atm", "htb_private", 44, 0)},
+		// Above 70 bytes sqm-scripts' burst no longer holds a full frame.
+		{"lla tc_stab atm overhead 100", lla("atm", "tc_stab", 100, 0)},
 		{"egress only (download 0)", func(q *config.Queue) { q.Download = 0 }},
 		{"ingress only (upload 0)", func(q *config.Queue) { q.Upload = 0 }},
 		{"slow uplink 830 kbit, noecn, explicit/default targets, opts", func(q *config.Queue) {
@@ -167,7 +169,7 @@ func TestGoldenDSCPFilters(t *testing.T) {
 // direction combination and compares the plans (JSON) and their shell
 // rendering (.tc) with testdata; -update rewrites them.
 func TestGolden(t *testing.T) {
-	for _, script := range recipeList() {
+	for _, script := range config.Scripts() {
 		qdiscs := leafQdiscList()
 		if script == "piece_of_cake" || script == "layer_cake" {
 			qdiscs = []string{"cake"}

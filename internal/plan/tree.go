@@ -122,6 +122,54 @@ type Stab struct {
 	LinkLayer string `json:"linklayer"` // "ethernet" or "atm"
 }
 
+// PacketLen is the length the kernel charges for a packet of skbLen bytes
+// under this size table (net/sched/sch_api.c __qdisc_calculate_pkt_len,
+// with the table iproute2's tc_calc_size_table builds): overhead added,
+// rounded up to the table's cell, MPU applied, ATM cells counted, and
+// extrapolated past the table's end as the kernel does. The planner sizes
+// buckets with it; kernel's TestStabPacketLenMatchesTable checks it
+// against the table the kernel package sends.
+func (s *Stab) PacketLen(skbLen int) uint32 {
+	mtu, tsize := uint64(s.MTU), uint64(s.TSize)
+	if mtu == 0 {
+		mtu = defaultStabMTU
+	}
+	if tsize == 0 {
+		tsize = defaultStabTSz
+	}
+	noTable := s.LinkLayer != "atm" && s.MPU == 0
+	l := int64(skbLen) + int64(s.Overhead)
+	if l < 1 {
+		l = 1
+	}
+	if noTable {
+		return uint32(min(l, 1<<32-1))
+	}
+	cellLog := uint(0)
+	for mtu>>cellLog > tsize-1 {
+		cellLog++
+	}
+	entry := func(i uint64) uint64 {
+		sz := max((i+1)<<cellLog, uint64(s.MPU))
+		if s.LinkLayer == "atm" {
+			sz = (sz + 47) / 48 * 53
+		}
+		return sz
+	}
+	sizeLog := uint(0)
+	for entry(tsize-1)>>sizeLog > 0xffff {
+		sizeLog++
+	}
+	slot := uint64(l-1) >> cellLog
+	var v uint64
+	if slot < tsize {
+		v = entry(slot) >> sizeLog
+	} else {
+		v = (entry(tsize-1)>>sizeLog)*(slot/tsize) + entry(slot%tsize)>>sizeLog
+	}
+	return uint32(min(v<<sizeLog, 1<<32-1))
+}
+
 // HTB is the root options of an htb qdisc.
 type HTB struct {
 	Default uint16 `json:"default"` // minor of the default class

@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
+
+	"sqm/internal/config"
 )
 
 // Validate checks that p is internally consistent: every qdisc has the
@@ -114,6 +116,12 @@ func validateTree(t *Tree) []error {
 		if n, match := optionsSet(&q); n != 1 || !match {
 			bad("qdisc %s of kind %q has %d option sets (match %v), want exactly its own", q.Handle, q.Kind, n, match)
 		}
+		if st := q.Stab; st != nil && (st.TSize > config.MaxStabTSize || st.MTU > config.MaxStabMTU) {
+			bad("qdisc %s size table of %d cells for mtu %d is beyond the kernel's %d cells and mtu %d", q.Handle, st.TSize, st.MTU, config.MaxStabTSize, config.MaxStabMTU)
+		}
+		if q.TBF != nil {
+			errs = append(errs, validateRateLL(t.Device, "tbf "+q.Handle.String(), q.TBF.LinkLayer)...)
+		}
 	}
 	classes := map[Handle]*HTBClass{}
 	for _, c := range t.Classes {
@@ -133,6 +141,7 @@ func validateTree(t *Tree) []error {
 		if c.HTB.RateBits == 0 || c.HTB.RateBits > c.HTB.CeilBits {
 			bad("class %s rate %d, ceil %d: want 0 < rate <= ceil", c.ClassID, c.HTB.RateBits, c.HTB.CeilBits)
 		}
+		errs = append(errs, validateRateLL(t.Device, "class "+c.ClassID.String(), c.HTB.LinkLayer)...)
 		classes[c.ClassID] = c.HTB
 	}
 	if len(t.Classes) > 0 && root.Kind != "htb" {
@@ -173,4 +182,13 @@ func validateTree(t *Tree) []error {
 		}
 	}
 	return errs
+}
+
+// validateRateLL checks htb_private accounting against struct tc_ratespec,
+// whose overhead and mpu are unsigned 16-bit fields.
+func validateRateLL(dev, what string, r *RateLinkLayer) []error {
+	if r == nil || (r.Overhead >= 0 && r.Overhead <= maxRateSpecField && r.MPU <= maxRateSpecField) {
+		return nil
+	}
+	return []error{fmt.Errorf("tree on %s: %s: rate-table overhead %d / mpu %d outside the kernel's 0..%d", dev, what, r.Overhead, r.MPU, maxRateSpecField)}
 }

@@ -69,7 +69,7 @@ func FuzzBuild(f *testing.F) {
 	f.Add(uint32(830), uint32(0), uint8(3), uint8(4), uint8(1), uint8(0), int16(-4), uint16(84), uint8(0), "diffserv4 nat", "ingress rtt 5ms", uint16(1492))
 	f.Add(uint32(0), uint32(50000), uint8(5), uint8(6), uint8(0), uint8(3), int16(0), uint16(0), uint8(1), "limit 10", "", uint16(9000))
 	f.Fuzz(func(t *testing.T, up, down uint32, script, qdisc, ll, llam uint8, overhead int16, mpu uint16, flags uint8, eopts, iopts string, mtu uint16) {
-		recipes, leaves := recipeList(), leafQdiscList()
+		recipes, leaves := config.Scripts(), leafQdiscList()
 		q := &config.Queue{
 			Name: "fuzz", Interface: "eth0", Upload: uint64(up), Download: uint64(down),
 			Script: recipes[int(script)%len(recipes)], Qdisc: leaves[int(qdisc)%len(leaves)],
