@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,14 @@ import (
 // checkout of tohojo/sqm-scripts and SQM_LIBUCI to a uci binary (see
 // internal/uci/libuci_test.go); SQM_SCRIPTS_N sets the number of files.
 //
+// Without them TestSQMScriptsGolden still compares: it checks Parse against
+// the variables sqm-scripts produced, recorded in
+// testdata/differential/sqmscripts.golden, for the 200 files of this test
+// that we accept. With the sources present it also checks that recording is
+// still what sqm-scripts says, and `-update` rewrites it
+// (SQM_SCRIPTS_SOURCE names the versions for the header). The recording is
+// data produced by running sqm-scripts, not its code.
+//
 // Known sqm-scripts quirk, not replicated: run.sh exports SQM_DEBUG and
 // SQM_VERBOSITY_MAX with ${VAR:-...}, so a non-empty value from the first
 // started section leaks into every later one. We compare them for the
@@ -36,29 +45,49 @@ func TestSQMScriptsDifferential(t *testing.T) {
 		n = v
 	}
 	h := newScriptsHarness(t, src, bin)
-	r := rand.New(rand.NewPCG(5, 6))
 	compared, rejected := 0, 0
-	for i := 0; i < n; i++ {
-		in := randomConfig(r)
+	for _, in := range sqmScriptsInputs(n) {
 		f, err := Parse("sqm", strings.NewReader(in))
 		if err != nil {
 			rejected++ // only files we accept are compared (here: enabled sections without a script)
 			continue
 		}
-		got := h.run(t, in)
-		want := f.Enabled()
-		if len(got) != len(want) {
-			t.Fatalf("sqm-scripts starts %d sections, we enable %d:\n%s\nsqm-scripts: %v", len(got), len(want), in, got)
-		}
-		for j, q := range want {
-			if msg := compareVars(q, got[j], j == 0); msg != "" {
-				t.Fatalf("section %q differs: %s\nfile:\n%s\nsqm-scripts: %v", q.Name, msg, in, got[j])
-			}
-			compared++
-		}
+		compared += checkSQMScripts(t, f, in, h.run(t, in))
 	}
 	t.Logf("%d files (%d rejected by us), %d started sections compared with sqm-scripts", n, rejected, compared)
 }
+
+// sqmScriptsInputs are the n random files of the differential test, the
+// same ones for the same n.
+func sqmScriptsInputs(n int) []string {
+	r := rand.New(rand.NewPCG(5, 6))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = randomConfig(r)
+	}
+	return out
+}
+
+// checkSQMScripts compares the sections f enables with the variables
+// sqm-scripts handed to start-sqm for the same file, and returns how many
+// sections it compared.
+func checkSQMScripts(t *testing.T, f *File, in string, got []map[string]string) int {
+	t.Helper()
+	want := f.Enabled()
+	if len(got) != len(want) {
+		t.Fatalf("sqm-scripts starts %d sections, we enable %d:\n%s\nsqm-scripts: %v", len(got), len(want), in, got)
+	}
+	for j, q := range want {
+		if msg := compareVars(q, got[j], j == 0); msg != "" {
+			t.Fatalf("section %q differs: %s\nfile:\n%s\nsqm-scripts: %v", q.Name, msg, in, got[j])
+		}
+	}
+	return len(want)
+}
+
+// scriptsVars are the variables start-sqm receives that we compare.
+const scriptsVars = "IFACE UPLINK DOWNLINK QDISC SCRIPT LLAM LINKLAYER OVERHEAD STAB_MTU STAB_TSIZE STAB_MPU ILIMIT ELIMIT " +
+	"ITARGET ETARGET IECN EECN IQDISC_OPTS EQDISC_OPTS ZERO_DSCP_INGRESS IGNORE_DSCP_INGRESS SQM_DEBUG SQM_VERBOSITY_MAX"
 
 type scriptsHarness struct{ dir, runSh string }
 
@@ -78,10 +107,8 @@ func newScriptsHarness(t *testing.T, src, bin string) *scriptsHarness {
 		must(err)
 		must(os.WriteFile(filepath.Join(lib, f), b, 0o644))
 	}
-	vars := "IFACE UPLINK DOWNLINK QDISC SCRIPT LLAM LINKLAYER OVERHEAD STAB_MTU STAB_TSIZE STAB_MPU ILIMIT ELIMIT " +
-		"ITARGET ETARGET IECN EECN IQDISC_OPTS EQDISC_OPTS ZERO_DSCP_INGRESS IGNORE_DSCP_INGRESS SQM_DEBUG SQM_VERBOSITY_MAX"
 	start := "#!/bin/sh\n. " + filepath.Join(dir, "sqm.conf") + "\n. \"${SQM_LIB_DIR}/defaults.sh\"\necho BEGIN\n"
-	for _, v := range strings.Fields(vars) {
+	for _, v := range strings.Fields(scriptsVars) {
 		start += fmt.Sprintf("printf '%%s=%%s\\n' %s \"$%s\"\n", v, v)
 	}
 	start += "echo END\n"
@@ -296,4 +323,143 @@ func randomConfig(r *rand.Rand) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+const sqmScriptsGolden = "testdata/differential/sqmscripts.golden"
+
+// TestSQMScriptsGolden compares Parse with the recorded sqm-scripts
+// answers (see TestSQMScriptsDifferential). A recorded file is one we
+// accepted when it was recorded; rejecting it now fails, since sqm-scripts
+// starts it.
+func TestSQMScriptsGolden(t *testing.T) {
+	src, bin := os.Getenv("SQM_SCRIPTS"), os.Getenv("SQM_LIBUCI")
+	live := src != "" && bin != ""
+	var h *scriptsHarness
+	if live {
+		h = newScriptsHarness(t, src, bin)
+		if *update {
+			writeSQMScriptsGolden(t, h)
+		}
+	}
+	rec, err := readSQMScriptsGolden(sqmScriptsGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) < 100 {
+		t.Fatalf("%s: %d files; the recording should have the ~150 files of TestSQMScriptsDifferential we accept", sqmScriptsGolden, len(rec))
+	}
+	compared := 0
+	for _, r := range rec {
+		if live && !*update {
+			if now := h.run(t, r.In); !reflect.DeepEqual(now, r.Started) {
+				t.Fatalf("%s is stale for\n%s\nrecorded %v\nsqm-scripts now %v\nrerun with -update", sqmScriptsGolden, r.In, r.Started, now)
+			}
+		}
+		f, err := Parse("sqm", strings.NewReader(r.In))
+		if err != nil {
+			t.Fatalf("we now reject a file sqm-scripts starts %d sections of: %v\n%s", len(r.Started), err, r.In)
+		}
+		compared += checkSQMScripts(t, f, r.In, r.Started)
+	}
+	if compared == 0 {
+		t.Fatalf("%s: no started section to compare", sqmScriptsGolden)
+	}
+	t.Logf("%d files, %d started sections compared with recorded sqm-scripts variables", len(rec), compared)
+}
+
+type sqmScriptsRecord struct {
+	In      string
+	Started []map[string]string // per section sqm-scripts starts, in order
+}
+
+// The recording is line-based text: `in` and the quoted file, a `start`
+// line per section sqm-scripts starts (NAME="value" for each of
+// scriptsVars), then `end`. Lines starting with # are comments.
+func writeSQMScriptsGolden(t *testing.T, h *scriptsHarness) {
+	var b strings.Builder
+	src := os.Getenv("SQM_SCRIPTS_SOURCE")
+	if src == "" {
+		src = "unnamed versions (set SQM_SCRIPTS_SOURCE)"
+	}
+	b.WriteString("# The variables sqm-scripts' run-openwrt.sh hands to start-sqm for the files of\n")
+	b.WriteString("# TestSQMScriptsDifferential that Parse accepted when recorded.\n")
+	b.WriteString("# Recorded by: SQM_SCRIPTS=dir SQM_LIBUCI=uci go test ./internal/config -run TestSQMScriptsGolden -update\n")
+	fmt.Fprintf(&b, "# sqm-scripts and uci: %s\n", src)
+	for _, in := range sqmScriptsInputs(200) {
+		if _, err := Parse("sqm", strings.NewReader(in)); err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "in %s\n", strconv.QuoteToASCII(in))
+		for _, vars := range h.run(t, in) {
+			b.WriteString("start")
+			for _, k := range strings.Fields(scriptsVars) {
+				v, ok := vars[k]
+				if !ok {
+					t.Fatalf("sqm-scripts printed no %s for\n%s", k, in)
+				}
+				fmt.Fprintf(&b, " %s=%s", k, strconv.QuoteToASCII(v))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("end\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(sqmScriptsGolden), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sqmScriptsGolden, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readSQMScriptsGolden(path string) ([]sqmScriptsRecord, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []sqmScriptsRecord
+	var cur *sqmScriptsRecord
+	for i, text := range strings.Split(string(data), "\n") {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("%s:%d: %s", path, i+1, fmt.Sprintf(format, a...))
+		}
+		key, rest, _ := strings.Cut(text, " ")
+		switch {
+		case text == "" || strings.HasPrefix(text, "#"):
+		case key == "in" && cur == nil:
+			in, err := strconv.Unquote(rest)
+			if err != nil {
+				return nil, bad("in: bad quoted string: %v", err)
+			}
+			cur = &sqmScriptsRecord{In: in}
+		case key == "start" && cur != nil:
+			vars := map[string]string{}
+			for rest != "" {
+				k, q, ok := strings.Cut(rest, "=")
+				if !ok {
+					return nil, bad("start: %q has no NAME=value", rest)
+				}
+				qv, err := strconv.QuotedPrefix(q)
+				if err != nil {
+					return nil, bad("start: %s: bad quoted value: %v", k, err)
+				}
+				vars[k], _ = strconv.Unquote(qv)
+				rest = strings.TrimPrefix(q[len(qv):], " ")
+			}
+			for _, k := range strings.Fields(scriptsVars) {
+				if _, ok := vars[k]; !ok {
+					return nil, bad("start: no %s", k)
+				}
+			}
+			cur.Started = append(cur.Started, vars)
+		case key == "end" && cur != nil:
+			out = append(out, *cur)
+			cur = nil
+		default:
+			return nil, bad("unexpected %q (want in, start lines, end)", key)
+		}
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("%s: the last file has no end line", path)
+	}
+	return out, nil
 }
