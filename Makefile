@@ -76,10 +76,12 @@ PREFIX     ?= /usr
 SBINDIR    ?= $(PREFIX)/sbin
 SYSTEMDDIR ?= /lib/systemd/system
 SYSCONFDIR ?= /etc
+MANDIR     ?= $(PREFIX)/share/man
 
 install: build
-	install -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/config
+	install -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/config $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 bin/sqm $(DESTDIR)$(SBINDIR)/sqm
+	install -m 0644 dist/sqm.8 $(DESTDIR)$(MANDIR)/man8/sqm.8
 	for u in sqm.service sqm@.service; do \
 		sed -e 's|/usr/sbin/sqm|$(SBINDIR)/sqm|g' -e 's|/etc/config/sqm|$(SYSCONFDIR)/config/sqm|g' dist/systemd/$$u > $(DESTDIR)$(SYSTEMDDIR)/$$u && \
 		chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \

@@ -72,6 +72,10 @@ func run(ctx context.Context, env *Env, args []string) int {
 		printOverview(env.Stdout, cmds)
 		return 0
 	case "help":
+		if len(args) == 2 && args[1] == "--man" {
+			writeMan(env.Stdout, cmds)
+			return 0
+		}
 		if len(args) < 2 {
 			printOverview(env.Stdout, cmds)
 			return 0
@@ -158,10 +162,13 @@ func find(cmds []*command, name string) *command {
 	return nil
 }
 
-func printOverview(w io.Writer, cmds []*command) {
-	fmt.Fprint(w, `sqm: Smart Queue Management for Linux routers. It ends bufferbloat by making
+// overview is what sqm is, for `sqm --help` and the man page.
+const overview = `sqm: Smart Queue Management for Linux routers. It ends bufferbloat by making
 the router the bottleneck (shaping slightly below the link rate) and managing
-that queue with cake or fq_codel, on egress and, through an IFB, on ingress.
+that queue with cake or fq_codel, on egress and, through an IFB, on ingress.`
+
+func printOverview(w io.Writer, cmds []*command) {
+	fmt.Fprint(w, overview+`
 
 usage: sqm COMMAND [flags] [args]
 
@@ -171,7 +178,8 @@ commands:
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Run 'sqm help COMMAND' or 'sqm COMMAND --help' for a command's flags and an example.
+Run 'sqm help COMMAND' or 'sqm COMMAND --help' for a command's flags and an example;
+'sqm help --man' prints all of it as the sqm(8) manual page.
 `)
 }
 
