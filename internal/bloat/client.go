@@ -169,9 +169,13 @@ func schedule(o *Options) []plannedPhase {
 
 // client holds one run's state.
 type client struct {
-	o        Options
-	start    time.Time
-	total    time.Duration
+	o     Options
+	start time.Time
+	total time.Duration
+	// end is when the server will end the session (granted in its
+	// welcome), less endMargin: nothing the client waits for after its
+	// schedule may go past it.
+	end      time.Time
 	server   netip.AddrPort // resolved from the control connection
 	token    [tokenLen]byte
 	kinds    []*kind
@@ -252,9 +256,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	go func() { defer close(samplerDone); c.sample(runCtx) }()
 
 	err = c.runPhases(runCtx, plan)
-	// Wait for late replies, then stop everything.
+	// Wait for late replies, then stop everything, before the server ends
+	// the session.
 	wait := 3 * c.maxRTT()
-	wait = min(max(wait, 200*time.Millisecond), 2*time.Second)
+	wait = min(max(wait, 200*time.Millisecond), maxLateReplyWait, time.Until(c.end))
 	if err == nil {
 		select {
 		case <-time.After(wait):
@@ -294,14 +299,20 @@ func (c *client) dial(ctx context.Context, addr string, dscp int) (net.Conn, err
 	return conn, err
 }
 
+// endMargin is how much earlier than the server's end of the session the
+// client stops waiting, for its own wake-up delays on a loaded machine.
+const endMargin = 500 * time.Millisecond
+
 func (c *client) handshake(ctl net.Conn, plan []plannedPhase) error {
-	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	helloAt := time.Now() // the server's clock for the session starts later
+	ctl.SetDeadline(helloAt.Add(10 * time.Second))
 	defer ctl.SetDeadline(time.Time{})
 	maxStreams := 0
 	for _, p := range plan {
 		maxStreams = max(maxStreams, p.down+p.up)
 	}
-	hello := &message{Type: msgHello, Version: ProtocolVersion, DurationMs: c.total.Milliseconds() + 1, Streams: maxStreams}
+	hello := &message{Type: msgHello, Version: ProtocolVersion, DurationMs: c.total.Milliseconds() + 1,
+		GraceMs: clientGrace(plan).Milliseconds(), Streams: maxStreams}
 	if err := writeMessage(ctl, hello); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
@@ -333,6 +344,11 @@ func (c *client) handshake(ctl net.Conn, plan []plannedPhase) error {
 		return fmt.Errorf("expected welcome, got %q", m.Type)
 	}
 	copy(c.token[:], m.Token)
+	grace := time.Duration(m.GraceMs) * time.Millisecond
+	if grace == 0 {
+		grace = sessionGrace // a server from before GraceMs
+	}
+	c.end = helloAt.Add(time.Duration(hello.DurationMs)*time.Millisecond + grace - endMargin)
 	return nil
 }
 
@@ -418,12 +434,15 @@ type stream struct {
 }
 
 func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*stream, error) {
+	// A stream still opening when the session ends is of no use.
+	ctx, cancel := context.WithDeadline(ctx, c.end)
+	defer cancel()
 	conn, err := c.dial(ctx, c.server.String(), dscp)
 	if err != nil {
 		return nil, err
 	}
 	st := &stream{dir: dir, label: label, dscp: dscp, conn: conn, done: make(chan struct{})}
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(minTime(time.Now().Add(10*time.Second), c.end))
 	if err := writeMessage(conn, &message{Type: msgStream, Token: c.token[:], Dir: dir, DSCP: dscp}); err != nil {
 		conn.Close()
 		return nil, err
@@ -480,12 +499,13 @@ func (st *stream) bytesLocked() int64 {
 }
 
 // stop ends the stream at offset at. An upload stream then stops writing,
-// sends FIN and waits up to drain for the server's count of bytes
+// sends FIN and waits until drainEnd for the server's count of bytes
 // received: data still queued on a bloated path when the phase ends was
 // sent in the phase and counts for goodput, as on iperf3's receiver side.
 // Acknowledgements alone would miss it, and on a bloated reverse path they
 // lag by its whole queue (seen: a 20 Mbit/s RRUL upload read 11 Mbit/s).
-func (st *stream) stop(at, drain time.Duration) {
+// It returns false if an upload's count did not arrive by drainEnd.
+func (st *stream) stop(at time.Duration, drainEnd time.Time) bool {
 	st.mu.Lock()
 	st.final = st.bytesLocked()
 	st.total = st.final
@@ -495,7 +515,7 @@ func (st *stream) stop(at, drain time.Duration) {
 	if st.dir != DirUp {
 		st.conn.Close()
 		<-st.done
-		return
+		return true
 	}
 	st.conn.SetWriteDeadline(time.Now()) // unblocks the writer
 	<-st.done
@@ -503,29 +523,62 @@ func (st *stream) stop(at, drain time.Duration) {
 	// phase: they must not count (they made a 50 Mbit/s htb read 50.2).
 	left, ok := notSent(st.conn)
 	sentInPhase := st.sent.Load() - left
+	counted := true
 	if cw, ok2 := st.conn.(interface{ CloseWrite() error }); ok && ok2 && cw.CloseWrite() == nil {
-		st.conn.SetReadDeadline(time.Now().Add(drain))
+		st.conn.SetReadDeadline(drainEnd)
 		var b [8]byte
 		if _, err := io.ReadFull(st.conn, b[:]); err == nil {
 			n := min(int64(binary.BigEndian.Uint64(b[:])), sentInPhase)
 			if n > st.total {
 				st.total = n
 			}
+		} else {
+			counted = false
 		}
 	}
 	st.conn.Close()
+	return counted
 }
 
-// stopAll stops streams concurrently, so uploads drain in parallel.
+// stopAll stops streams concurrently, so uploads drain in parallel. A
+// drain waits for the queue seen by the probes to empty (twice the largest
+// RTT, plus a second), at most maxUploadDrain and never past the session's
+// end: a count that arrives later is lost (the goodput then counts only
+// acknowledged bytes), but the session is not.
 func (c *client) stopAll(streams []*stream) {
 	at := time.Since(c.start)
-	drain := min(time.Second+2*c.maxRTT(), 10*time.Second)
+	drain := min(time.Second+2*c.maxRTT(), maxUploadDrain)
+	drainEnd := minTime(time.Now().Add(drain), c.end)
 	var wg sync.WaitGroup
+	var lost atomic.Int32
+	ups := 0
 	for _, st := range streams {
+		if st.dir == DirUp {
+			ups++
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); st.stop(at, drain) }()
+		go func() {
+			defer wg.Done()
+			if !st.stop(at, drainEnd) {
+				lost.Add(1)
+			}
+		}()
 	}
 	wg.Wait()
+	if n := lost.Load(); n > 0 {
+		why := fmt.Sprintf("within %v", drain.Round(time.Millisecond))
+		if !drainEnd.Before(c.end) {
+			why = "before the session's end"
+		}
+		c.note("the server's count of the bytes received on %d of %d upload streams did not arrive %s; their goodput counts acknowledged bytes only", n, ups, why)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // sample records throughput every step, aligned to the start, and reports

@@ -20,6 +20,52 @@ const ProtocolVersion = 1
 // it is easy to remember and does not collide with netperf or iperf3 (5201).
 const DefaultPort = 12866
 
+// Session timing. Both ends derive how long a session may last from these
+// constants, so the server never ends a session the client still needs: the
+// client asks for its schedule plus clientGrace (sent as the hello's
+// GraceMs), the server grants that grace up to maxSessionGrace and says so in
+// its welcome, and the client bounds every wait after its schedule (upload
+// drains, late probe replies) by the granted end. On a bloated link the drain
+// after an upload phase waits behind seconds of queue; a fixed server grace
+// shorter than that drain cut such sessions (the lab's unshaped upload).
+const (
+	// sessionGrace is granted to clients that ask for no grace (clients
+	// from before GraceMs existed).
+	sessionGrace = 5 * time.Second
+	// maxSessionGrace caps the grace a client may ask for, so a client
+	// cannot hold a session far beyond the MaxDuration it was checked
+	// against.
+	maxSessionGrace = 30 * time.Second
+	// maxUploadDrain bounds how long the client waits after an upload
+	// phase for the server's count of the bytes that arrived.
+	maxUploadDrain = 10 * time.Second
+	// maxLateReplyWait bounds the client's wait for late probe replies
+	// after the schedule.
+	maxLateReplyWait = 2 * time.Second
+	// setupAllowance covers the handshake and opening the probe sockets
+	// before the schedule starts, and the client's own wake-up delays.
+	setupAllowance = 2 * time.Second
+)
+
+// clientGrace is what a client running plan asks beyond the schedule: setup,
+// one drain per phase with upload streams (a drain can run into the next
+// phase), and the wait for late replies.
+func clientGrace(plan []plannedPhase) time.Duration {
+	g := setupAllowance + maxLateReplyWait
+	for _, p := range plan {
+		if p.up > 0 {
+			g += maxUploadDrain
+		}
+	}
+	return g
+}
+
+// grantGrace is the server's answer to a client asking for grace asked,
+// with limit the server's cap (maxSessionGrace; tests lower it).
+func grantGrace(asked, limit time.Duration) time.Duration {
+	return min(max(asked, sessionGrace), limit)
+}
+
 // maxMessage bounds one control message. Everything legitimate fits in a few
 // hundred bytes; anything longer is refused before it is read.
 const maxMessage = 4096
@@ -51,13 +97,20 @@ const (
 type message struct {
 	Type    string `json:"type"`
 	Version int    `json:"version,omitempty"`
-	// hello: what the client intends to do.
+	// hello: what the client intends to do. DurationMs is the test's
+	// schedule (idle lead, load, idle tail); GraceMs is how much longer the
+	// client may need the session beyond it (connection setup, draining
+	// upload queues, late probe replies; see clientGrace). Clients that send
+	// no GraceMs get sessionGrace.
 	DurationMs int64 `json:"duration_ms,omitempty"`
+	GraceMs    int64 `json:"grace_ms,omitempty"`
 	Streams    int   `json:"streams,omitempty"`
 	// challenge/auth: HMAC-SHA256(secret, nonce) proves the secret without sending it.
 	Nonce []byte `json:"nonce,omitempty"`
 	MAC   []byte `json:"mac,omitempty"`
 	// welcome: the session token for load streams and probes, and the limits.
+	// GraceMs (also in hello) is the grace the server granted: the session
+	// ends DurationMs+GraceMs after the server read the hello.
 	Token         []byte `json:"token,omitempty"`
 	MaxDurationMs int64  `json:"max_duration_ms,omitempty"`
 	MaxStreams    int    `json:"max_streams,omitempty"`
@@ -129,6 +182,9 @@ func (m *message) validate() error {
 		if m.Streams < 0 || m.Streams > 1024 {
 			return bad("%d streams outside 0..1024", m.Streams)
 		}
+		if m.GraceMs < 0 || m.GraceMs > int64(24*time.Hour/time.Millisecond) {
+			return bad("grace %d ms outside 0..24 h", m.GraceMs)
+		}
 	case msgChallenge:
 		if len(m.Nonce) != 32 {
 			return bad("nonce has %d bytes, want 32", len(m.Nonce))
@@ -140,6 +196,9 @@ func (m *message) validate() error {
 	case msgWelcome:
 		if len(m.Token) != tokenLen {
 			return bad("token has %d bytes, want %d", len(m.Token), tokenLen)
+		}
+		if m.GraceMs < 0 || m.GraceMs > int64(24*time.Hour/time.Millisecond) {
+			return bad("grace %d ms outside 0..24 h", m.GraceMs)
 		}
 	case msgError:
 		if m.Error == "" {

@@ -17,8 +17,9 @@ import (
 // Limits are enforced by the server on every client. Zero values take the
 // defaults noted on each field.
 type Limits struct {
-	// MaxDuration bounds a session from hello to the end of its load,
-	// idle lead and tail included (default 3 minutes).
+	// MaxDuration bounds a test's schedule, idle lead and tail included
+	// (default 3 minutes). The session may last up to maxSessionGrace
+	// longer, as the client asks, for setup and draining queues.
 	MaxDuration time.Duration
 	// MaxStreams bounds the concurrent load streams of one session (default 16).
 	MaxStreams int
@@ -45,16 +46,14 @@ func (l Limits) withDefaults() Limits {
 // It keeps idle or slow peers from holding server resources.
 const handshakeTimeout = 5 * time.Second
 
-// sessionGrace is added to a session's requested duration before the server
-// ends it regardless of the client, covering connection setup and the
-// client's final wait for late probe replies.
-const sessionGrace = 5 * time.Second
-
 // Server serves load and probes to clients of one listener pair. Create it
 // with NewServer; Serve runs it.
 type Server struct {
 	lim  Limits
 	logf func(format string, args ...any)
+	// maxGrace caps the grace granted beyond a session's schedule:
+	// maxSessionGrace, lowered by tests to play a server that grants less.
+	maxGrace time.Duration
 
 	mu       sync.Mutex
 	sessions map[[tokenLen]byte]*session
@@ -78,7 +77,7 @@ func NewServer(lim Limits, logf func(format string, args ...any)) *Server {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Server{lim: lim.withDefaults(), logf: logf, sessions: map[[tokenLen]byte]*session{}}
+	return &Server{lim: lim.withDefaults(), logf: logf, maxGrace: maxSessionGrace, sessions: map[[tokenLen]byte]*session{}}
 }
 
 // Serve accepts control and load connections on ln and answers probes on
@@ -247,9 +246,10 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	}
 	var tok [tokenLen]byte
 	rand.Read(tok[:])
-	sctx, cancel := context.WithTimeout(ctx, d+sessionGrace)
+	grace := grantGrace(time.Duration(hello.GraceMs)*time.Millisecond, s.maxGrace)
+	sctx, cancel := context.WithTimeout(ctx, d+grace)
 	defer cancel()
-	sess := &session{peer: peerAddr(c.RemoteAddr()), deadline: time.Now().Add(d + sessionGrace), ctx: sctx, cancel: cancel}
+	sess := &session{peer: peerAddr(c.RemoteAddr()), deadline: time.Now().Add(d + grace), ctx: sctx, cancel: cancel}
 	s.mu.Lock()
 	if len(s.sessions) >= s.lim.MaxClients {
 		s.mu.Unlock()
@@ -264,13 +264,13 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 		s.mu.Unlock()
 	}()
 	err = writeMessage(c, &message{Type: msgWelcome, Version: ProtocolVersion, Token: tok[:],
-		MaxDurationMs: s.lim.MaxDuration.Milliseconds(), MaxStreams: s.lim.MaxStreams})
+		MaxDurationMs: s.lim.MaxDuration.Milliseconds(), MaxStreams: s.lim.MaxStreams, GraceMs: grace.Milliseconds()})
 	if err != nil {
 		return
 	}
 	handshakeDone()
 	start := time.Now()
-	s.logf("server: %s: session started (%v, %d streams)", c.RemoteAddr(), d, hello.Streams)
+	s.logf("server: %s: session started (%v + %v grace, %d streams)", c.RemoteAddr(), d, grace, hello.Streams)
 	// The session lasts while the control connection is open, up to its
 	// deadline. Nothing more is expected from the client; anything it sends
 	// is a protocol error and ends the session.
