@@ -18,7 +18,8 @@ const ingressHandle = plan.Handle(0xFFFF0000)
 // previous tree from prev.Plan, then returns the kernel's message and what
 // to do. A root or ingress qdisc sqm did not install (per prev) makes it
 // refuse with ErrForeignQdisc unless opts.Force. If the kernel already
-// matches p it changes nothing and reports Changed=false.
+// matches p it changes nothing and reports Changed=false, unless
+// opts.Rebuild asks for fresh qdiscs.
 func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, error) {
 	if p == nil || p.Interface == "" {
 		return nil, errors.New("apply: plan has no interface")
@@ -34,7 +35,7 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	ok, _, cur, err := c.matches(p, l)
-	if err == nil && ok && !prevWantsCleanup(p, prev) {
+	if err == nil && ok && !prevWantsCleanup(p, prev) && !opts.Rebuild {
 		o := ownedFor(p, l.Index, prev)
 		if o.IFB != "" {
 			if il, err := c.linkByName(o.IFB); err == nil {

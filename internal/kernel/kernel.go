@@ -120,6 +120,10 @@ type ApplyOptions struct {
 	// Force replaces root and ingress qdiscs (and reuses an IFB) that sqm
 	// did not install. They cannot be restored if the apply then fails.
 	Force bool
+	// Rebuild builds the tree even when the kernel already holds it
+	// (sqm restart: fresh qdiscs, counters from zero). It stays one
+	// transaction: if the new tree fails, prev's tree is rebuilt.
+	Rebuild bool
 }
 
 // Result is what Apply did.
