@@ -72,9 +72,10 @@ func planSections(qs []config.Queue, source string, ifaces []string) ([]*plan.Pl
 	found := map[string]bool{}
 	plans := []*plan.Plan{}
 	var errs []error
-	for i := range qs {
-		q := &qs[i]
-		if !q.Enabled || (len(want) > 0 && !want[q.Interface]) {
+	start, _ := config.Effective(qs) // Load already warned about skipped sections
+	for i := range start {
+		q := &start[i]
+		if len(want) > 0 && !want[q.Interface] {
 			continue
 		}
 		found[q.Interface] = true

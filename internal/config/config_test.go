@@ -480,3 +480,28 @@ func TestEnabledSkipsSecondSectionOnAnInterface(t *testing.T) {
 		t.Errorf("Queues keeps every section as written; got %d, wan_copy enabled=%v", len(f.Queues), f.Queues[1].Enabled)
 	}
 }
+
+// TestEffective: the first *enabled* section of an interface starts, later
+// enabled ones are skipped with a warning naming both, and other
+// interfaces are unaffected.
+func TestEffective(t *testing.T) {
+	mk := func(name, iface string, on bool, line int) Queue {
+		return Queue{Name: name, Interface: iface, Enabled: on, Pos: Position{File: "sqm", Line: line},
+			OptionPos: map[string]Position{"interface": {File: "sqm", Line: line + 1}}}
+	}
+	qs := []Queue{mk("a", "eth0", false, 1), mk("b", "eth0", true, 5), mk("c", "eth1", true, 9), mk("d", "eth0", true, 13), mk("e", "eth0", true, 17)}
+	start, skipped := Effective(qs)
+	var names []string
+	for _, q := range start {
+		names = append(names, q.Name)
+	}
+	if strings.Join(names, ",") != "b,c" {
+		t.Errorf("started %v, want b,c", names)
+	}
+	if len(skipped) != 2 {
+		t.Fatalf("skipped %v, want d and e", skipped)
+	}
+	if got := skipped[0].String(); !strings.HasPrefix(got, `sqm:14: queue "d" option interface: section skipped: interface eth0 is already shaped by queue "b" (sqm:5)`) {
+		t.Errorf("warning %q", got)
+	}
+}

@@ -33,19 +33,35 @@ func (w Warning) String() string {
 	return (&OptionError{Pos: w.Pos, Section: w.Section, Option: w.Option, Msg: w.Msg}).Error()
 }
 
-// Enabled returns the queues that sqm-scripts would start: enabled "1",
-// and only the first of several on one interface (run.sh skips the later
-// ones because the first one's state file exists; Parse warns about them).
+// Enabled returns the queues sqm starts; see Effective.
 func (f *File) Enabled() []Queue {
-	var out []Queue
-	seen := map[string]bool{}
-	for _, q := range f.Queues {
-		if q.Enabled && !seen[q.Interface] {
-			seen[q.Interface] = true
-			out = append(out, q)
+	start, _ := Effective(f.Queues)
+	return start
+}
+
+// Effective is the one rule for which sections start: the enabled ones,
+// and of several enabled sections on one interface only the first in file
+// order, as in sqm-scripts (run.sh skips the later ones because the first
+// one's state file exists). The later ones come back as warnings naming
+// both sections and where they are; every other interface still starts.
+// Parse reports these warnings, the service logs and reports them.
+func Effective(qs []Queue) (start []Queue, skipped []Warning) {
+	first := map[string]*Queue{}
+	for i := range qs {
+		q := &qs[i]
+		if !q.Enabled {
+			continue
 		}
+		if prev, ok := first[q.Interface]; ok {
+			skipped = append(skipped, Warning{Pos: posOf(q, "interface"), Section: q.Name, Option: "interface",
+				Msg: fmt.Sprintf("section skipped: interface %s is already shaped by queue %q (%s), the first enabled section for it; as in sqm-scripts only that one is started (disable one of them)",
+					q.Interface, prev.Name, prev.Pos)})
+			continue
+		}
+		first[q.Interface] = q
+		start = append(start, *q)
 	}
-	return out
+	return start, skipped
 }
 
 // Queue returns the queue with the given section name or @queue[i]
@@ -95,7 +111,6 @@ func Parse(name string, r io.Reader) (*File, error) {
 	}
 	f := &File{Path: name, UCI: u}
 	var errs []error
-	seenIface := map[string]*Queue{}
 	for _, s := range u.SectionsOfType("queue") {
 		q, warns, err := parseQueue(name, s)
 		f.Warnings = append(f.Warnings, warns...)
@@ -108,18 +123,14 @@ func Parse(name string, r io.Reader) (*File, error) {
 				errs = append(errs, err)
 				continue
 			}
-			if prev, ok := seenIface[q.Interface]; ok {
-				f.Warnings = append(f.Warnings, Warning{Pos: posOf(&q, "interface"), Section: q.Name, Option: "interface",
-					Msg: fmt.Sprintf("interface %s is already shaped by queue %q (%s); as in sqm-scripts only the first section takes effect", q.Interface, prev.Name, prev.Pos)})
-			} else {
-				seenIface[q.Interface] = &q
-			}
 		}
 		f.Queues = append(f.Queues, q)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	_, skipped := Effective(f.Queues)
+	f.Warnings = append(f.Warnings, skipped...)
 	return f, nil
 }
 

@@ -107,7 +107,17 @@ func (q *Queue) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkIfName applies the kernel's dev_valid_name rules.
+// CheckIfName applies the kernel's dev_valid_name rules. It is the one
+// interface-name check: the config reader, Validate, and the service (for
+// names from the command line, and before using a name in a state file's
+// path) all call it, so a name one accepts the others accept too.
+func CheckIfName(name string) error {
+	if msg := checkIfName(name); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
 func checkIfName(name string) string {
 	switch {
 	case name == "":

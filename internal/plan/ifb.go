@@ -1,6 +1,9 @@
 package plan
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // maxIfName is IFNAMSIZ-1: the longest name a Linux device can have.
 const maxIfName = 15
@@ -20,11 +23,22 @@ func IFBName(iface string) string {
 
 // CheckIFBs returns an error if two plans would use the same IFB device
 // (or shape the same interface), naming both sections; starting both
-// would make the second tear down or hijack the first one's shaper.
+// would make the second tear down or hijack the first one's shaper. It is
+// CheckIFBsInUse with nothing installed yet, for `sqm plan`.
 func CheckIFBs(plans []*Plan) error {
+	return CheckIFBsInUse(plans, nil)
+}
+
+// CheckIFBsInUse is the one IFB collision check (sqm plan, start, reload
+// and the daemon all use it). It refuses plans that shape one interface
+// twice, that need the same IFB, whose IFB is another plan's interface,
+// or whose IFB is in inUse (IFB name -> interface whose installed shaping
+// owns it) for a different interface. Every conflict is reported, joined.
+func CheckIFBsInUse(plans []*Plan, inUse map[string]string) error {
 	type owner struct {
 		section, iface string
 	}
+	var errs []error
 	seen := map[string]owner{}
 	ifaces := map[string]string{}
 	for _, p := range plans {
@@ -32,18 +46,32 @@ func CheckIFBs(plans []*Plan) error {
 			continue
 		}
 		if prev, ok := ifaces[p.Interface]; ok {
-			return fmt.Errorf("plan: queue %q and queue %q both shape interface %s; disable one of them", prev, p.Section, p.Interface)
+			errs = append(errs, fmt.Errorf("plan: queue %q and queue %q both shape interface %s; disable one of them", prev, p.Section, p.Interface))
+			continue
 		}
 		ifaces[p.Interface] = p.Section
-		if p.Ingress == nil || p.Ingress.IFB == "" {
+	}
+	for _, p := range plans {
+		if p == nil || p.Ingress == nil || p.Ingress.IFB == "" {
 			continue
 		}
 		ifb := p.Ingress.IFB
-		if prev, ok := seen[ifb]; ok {
-			return fmt.Errorf("plan: queue %q (interface %s) and queue %q (interface %s) both need IFB %s, because IFB names are \"ifb4\" plus the interface name cut to %d characters; rename one interface or disable download shaping on one",
-				prev.section, prev.iface, p.Section, p.Interface, ifb, maxIfName)
+		if prev, ok := seen[ifb]; ok && prev.iface != p.Interface {
+			errs = append(errs, fmt.Errorf("plan: queue %q (interface %s) and queue %q (interface %s) both need IFB %s, because IFB names are \"ifb4\" plus the interface name cut to %d characters; rename one interface or disable download shaping on one",
+				prev.section, prev.iface, p.Section, p.Interface, ifb, maxIfName))
+			continue
+		}
+		if other, ok := inUse[ifb]; ok && other != p.Interface {
+			errs = append(errs, fmt.Errorf("plan: queue %q (interface %s) needs IFB %s, which sqm already uses for interface %s, because IFB names are \"ifb4\" plus the interface name cut to %d characters; rename one interface or stop that one first",
+				p.Section, p.Interface, ifb, other, maxIfName))
+			continue
+		}
+		if sec, ok := ifaces[ifb]; ok {
+			errs = append(errs, fmt.Errorf("plan: queue %q (interface %s) needs IFB %s, which is the interface queue %q shapes; rename that interface",
+				p.Section, p.Interface, ifb, sec))
+			continue
 		}
 		seen[ifb] = owner{p.Section, p.Interface}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -77,6 +77,7 @@ const (
 	ActWaiting   Action = "waiting"   // the interface does not exist yet
 	ActStale     Action = "stale"     // state of a vanished interface was cleaned
 	ActNotShaped Action = "not-shaped"
+	ActSkipped   Action = "skipped" // a later enabled section for an interface
 )
 
 // Outcome is one line of an operation's report.
@@ -112,11 +113,17 @@ type PrepareOptions struct {
 type Prepared struct {
 	Targets []Target
 	Waiting []config.Queue
+	// Skipped are enabled sections for an interface that an earlier
+	// enabled section already shapes (config.Effective).
+	Skipped []Outcome
 }
 
-// Prepare validates and plans every enabled section selected by o without
-// changing anything. It reports all problems at once, so one run shows the
-// user everything to fix.
+// Prepare validates and plans every section that starts (config.Effective:
+// enabled, and the first of several on one interface) selected by o,
+// without changing anything. Later sections on an already shaped interface
+// are skipped with a warning, not an error, so the other interfaces still
+// start. It reports all problems at once, so one run shows the user
+// everything to fix.
 func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*Prepared, error) {
 	want := map[string]bool{}
 	for _, i := range o.Ifaces {
@@ -129,10 +136,16 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 	var waiting []Target // planned only to check them
 	out := &Prepared{}
 	seen := map[string]bool{}
-	byIface := map[string]*config.Queue{}
-	for i := range qs {
-		q := qs[i]
-		if !q.Enabled || (len(want) > 0 && !want[q.Interface]) {
+	start, skipped := config.Effective(qs)
+	for _, w := range skipped {
+		if len(want) > 0 && !want[skippedIface(qs, w.Section)] {
+			continue
+		}
+		s.log().Info(w.String())
+		out.Skipped = append(out.Skipped, Outcome{skippedIface(qs, w.Section), w.Section, ActSkipped, w.Msg})
+	}
+	for _, q := range start {
+		if len(want) > 0 && !want[q.Interface] {
 			continue
 		}
 		seen[q.Interface] = true
@@ -140,12 +153,6 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 			errs = append(errs, q.Errorf("interface", "%v", err))
 			continue
 		}
-		if other, dup := byIface[q.Interface]; dup {
-			errs = append(errs, q.Errorf("interface", "interface %s is already shaped by queue %q at %s; one interface takes one enabled section (disable one of them)",
-				q.Interface, other.Name, other.Pos))
-			continue
-		}
-		byIface[q.Interface] = &qs[i]
 		exists, err := s.Kernel.LinkExists(q.Interface)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("queue %q: %w", q.Name, err))
@@ -200,40 +207,38 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 	return out, nil
 }
 
+// skippedIface is the interface of the section named name.
+func skippedIface(qs []config.Queue, name string) string {
+	for _, q := range qs {
+		if q.Name == name {
+			return q.Interface
+		}
+	}
+	return ""
+}
+
 // checkCollisions refuses targets whose IFB devices clash with each other,
 // with another target's interface, or with an IFB sqm already owns for a
-// different interface. sqm-scripts truncates "ifb4"+iface to 15 characters,
-// so two long interface names can map to one IFB and silently share it.
-// States whose interface is in leaving are about to be removed.
+// different interface (plan.CheckIFBsInUse is the rule). sqm-scripts
+// truncates "ifb4"+iface to 15 characters, so two long interface names can
+// map to one IFB and silently share it. States whose interface is in
+// leaving are about to be removed, and those of the targets' own
+// interfaces are about to be replaced.
 func (s *Service) checkCollisions(ts []Target, leaving map[string]bool) error {
-	var errs []error
-	ifb := map[string]string{} // ifb name -> interface using it
 	ifaces := map[string]bool{}
+	plans := make([]*plan.Plan, 0, len(ts))
 	for _, t := range ts {
 		ifaces[t.Queue.Interface] = true
+		plans = append(plans, t.Plan)
 	}
+	inUse := map[string]string{} // ifb name -> interface whose state owns it
 	states, _ := s.Store.All()
 	for _, st := range states {
 		if st.Owned.IFB != "" && !leaving[st.Interface] && !ifaces[st.Interface] {
-			ifb[st.Owned.IFB] = st.Interface
+			inUse[st.Owned.IFB] = st.Interface
 		}
 	}
-	for _, t := range ts {
-		if t.Plan.Ingress == nil || t.Plan.Ingress.IFB == "" {
-			continue
-		}
-		name := t.Plan.Ingress.IFB
-		if other, ok := ifb[name]; ok && other != t.Queue.Interface {
-			errs = append(errs, t.Queue.Errorf("interface", "IFB device %s would be shared with interface %s; rename one interface (IFB names are \"ifb4\"+interface cut to 15 characters)", name, other))
-			continue
-		}
-		if ifaces[name] {
-			errs = append(errs, t.Queue.Errorf("interface", "IFB device %s is also a shaped interface; rename that interface", name))
-			continue
-		}
-		ifb[name] = t.Queue.Interface
-	}
-	return errors.Join(errs...)
+	return plan.CheckIFBsInUse(plans, inUse)
 }
 
 // Apply builds every target in order, skipping those the kernel already
@@ -456,7 +461,7 @@ func (s *Service) Start(qs []config.Queue, source string, o PrepareOptions, forc
 		return stale, err
 	}
 	outs, err := s.Apply(p.Targets, force)
-	outs = append(stale, outs...)
+	outs = append(append(stale, p.Skipped...), outs...)
 	for _, q := range p.Waiting {
 		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})
 	}
@@ -509,7 +514,7 @@ func (s *Service) Reload(qs []config.Queue, source string, o PrepareOptions) ([]
 		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, "section removed or disabled"})
 	}
 	applied, err := s.Apply(p.Targets, false)
-	outs = append(append(stale, outs...), applied...)
+	outs = append(append(append(stale, p.Skipped...), outs...), applied...)
 	errs = append(errs, err)
 	for _, q := range p.Waiting {
 		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})

@@ -129,6 +129,7 @@ func TestPrepare(t *testing.T) {
 		opts         PrepareOptions
 		wantTargets  []string
 		wantWaiting  []string
+		wantSkipped  []string // "section@interface"
 		wantErrParts []string
 	}{
 		{name: "two sections", queues: []config.Queue{queue("wan", "eth0", 1000, 500), queue("lte", "wwan0", 2000, 500)},
@@ -143,10 +144,14 @@ func TestPrepare(t *testing.T) {
 			opts: PrepareOptions{AllowMissing: true}, wantErrParts: []string{`no such script "broken"`}},
 		{name: "waiting sections collide too", queues: []config.Queue{queue("a", "verylongname1", 1, 1), queue("b", "verylongname9", 2, 2)},
 			opts: PrepareOptions{AllowMissing: true}, wantErrParts: []string{"ifb4verylongnam"}},
-		{name: "same interface twice", queues: []config.Queue{queue("a", "eth0", 1, 1), queue("b", "eth0", 2, 2)},
-			wantErrParts: []string{`queue "b"`, `already shaped by queue "a"`}},
+		// Issue 10 item 6: the first enabled section wins, as config
+		// warns and the docs say; the rest still start.
+		{name: "same interface twice: first enabled wins", queues: []config.Queue{disabledOn("z", "eth0"), queue("a", "eth0", 1, 1), queue("b", "eth0", 2, 2), queue("lte", "wwan0", 1, 1)},
+			wantTargets: []string{"eth0", "wwan0"}, wantSkipped: []string{"b@eth0"}},
+		{name: "skipped section of another interface is not reported", queues: []config.Queue{queue("a", "eth0", 1, 1), queue("b", "eth0", 2, 2), queue("lte", "wwan0", 1, 1)},
+			opts: PrepareOptions{Ifaces: []string{"wwan0"}}, wantTargets: []string{"wwan0"}},
 		{name: "IFB name collision", queues: []config.Queue{queue("a", "verylongname1", 1, 1), queue("b", "verylongname2", 2, 2)},
-			wantErrParts: []string{"ifb4verylongnam", "shared with interface verylongname1"}},
+			wantErrParts: []string{`queue "a" (interface verylongname1) and queue "b" (interface verylongname2) both need IFB ifb4verylongnam`}},
 		{name: "planner error reported with position", queues: []config.Queue{broken},
 			wantErrParts: []string{"/etc/config/sqm:1", `no such script "broken"`}},
 		{name: "all errors at once", queues: []config.Queue{queue("wan", "ppp0", 1, 1), broken},
@@ -185,11 +190,32 @@ func TestPrepare(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.wantTargets, ",") || strings.Join(waiting, ",") != strings.Join(tt.wantWaiting, ",") {
 				t.Errorf("targets %v waiting %v; want %v, %v", got, waiting, tt.wantTargets, tt.wantWaiting)
 			}
+			var skipped []string
+			for _, o := range p.Skipped {
+				skipped = append(skipped, o.Section+"@"+o.Interface)
+				if o.Action != ActSkipped || !strings.Contains(o.Detail, `already shaped by queue "a"`) {
+					t.Errorf("skipped outcome %v does not name the section that won", o)
+				}
+			}
+			if strings.Join(skipped, ",") != strings.Join(tt.wantSkipped, ",") {
+				t.Errorf("skipped %v, want %v", skipped, tt.wantSkipped)
+			}
+			for _, tg := range p.Targets {
+				if tg.Queue.Interface == "eth0" && tt.wantSkipped != nil && tg.Queue.Name != "a" {
+					t.Errorf("eth0 planned from section %q, want the first enabled one, a", tg.Queue.Name)
+				}
+			}
 			if len(k.trees) != 0 {
 				t.Errorf("Prepare changed the kernel: %v", k.trees)
 			}
 		})
 	}
+}
+
+func disabledOn(name, iface string) config.Queue {
+	q := queue(name, iface, 1, 1)
+	q.Enabled = false
+	return q
 }
 
 func actions(outs []Outcome) string {
@@ -399,5 +425,30 @@ func TestIndependentApply(t *testing.T) {
 	}
 	if got := actions(outs); got != "eth0=applied eth2=applied" {
 		t.Errorf("outcomes %q; want the other sections applied", got)
+	}
+}
+
+// TestStartTwoSectionsOnOneInterface: config warns that only the first
+// enabled section of an interface takes effect; Start used to refuse the
+// whole file instead, so nothing started (issue 10 item 6).
+func TestStartTwoSectionsOnOneInterface(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("wan_copy", "eth0", 1000, 1000), queue("lan", "eth1", 1000, 1000)}
+	outs, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(outs); got != "eth0=skipped eth0=applied eth1=applied" {
+		t.Errorf("outcomes %q", got)
+	}
+	st, err := s.Store.Load("eth0")
+	if err != nil || st == nil || st.Section != "wan" {
+		t.Fatalf("eth0 state %+v, %v; want section wan", st, err)
+	}
+	// Reload with the same file changes nothing and keeps wan.
+	outs, err = s.Reload(qs, "/etc/config/sqm", PrepareOptions{})
+	if err != nil || actions(outs) != "eth0=skipped eth0=unchanged eth1=unchanged" {
+		t.Errorf("reload: %q, %v", actions(outs), err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"sqm/internal/config"
@@ -72,13 +71,10 @@ func (s *Store) pendingPath(iface string) string {
 }
 
 // checkIfaceName refuses names that would escape the state directory or
-// that the kernel could never have created (IFNAMSIZ is 16 with the NUL).
+// that the kernel could never have created: config.CheckIfName, the same
+// rule the config reader applies.
 func checkIfaceName(iface string) error {
-	if iface == "" || len(iface) > 15 || iface == "." || iface == ".." ||
-		strings.ContainsAny(iface, "/ \t\n:") {
-		return fmt.Errorf("interface name %q is not valid: it must be 1 to 15 characters without '/', ':' or spaces", iface)
-	}
-	return nil
+	return config.CheckIfName(iface)
 }
 
 // Load returns the state of iface, or nil if sqm has not shaped it.
