@@ -247,6 +247,12 @@ func (s *Service) checkCollisions(ts []Target, leaving map[string]bool) error {
 // put back as they were (best effort, logged), so a failed start leaves
 // the system as it found it.
 func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
+	return s.apply(ts, force, false)
+}
+
+// apply is Apply; rebuild (Restart) builds even targets the kernel already
+// holds unchanged.
+func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 	type done struct {
 		t    Target
 		prev *State
@@ -265,7 +271,7 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 			return outs, err
 		}
 		intr := s.Store.interrupted(iface)
-		if prev != nil && intr == nil && samePlan(prev.Plan, t.planJSON) {
+		if !rebuild && prev != nil && intr == nil && samePlan(prev.Plan, t.planJSON) {
 			ok, diff, err := s.Kernel.Matches(t.Plan)
 			if err == nil && ok {
 				if prev.Source != t.Source || prev.Section != t.Queue.Name {
@@ -298,7 +304,7 @@ func (s *Service) Apply(ts []Target, force bool) ([]Outcome, error) {
 			o := prev.Owned
 			prevOwned = &o
 		}
-		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil})
+		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil, Rebuild: rebuild})
 		if err != nil {
 			s.Store.clearPending(iface)
 			err = fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
@@ -473,6 +479,11 @@ func (s *Service) Start(qs []config.Queue, source string, o PrepareOptions, forc
 // and removes the shaping of sections from this source that were deleted
 // or disabled.
 func (s *Service) Reload(qs []config.Queue, source string, o PrepareOptions) ([]Outcome, error) {
+	return s.reload(qs, source, o, false, false)
+}
+
+// reload is Reload; Restart passes force and rebuild.
+func (s *Service) reload(qs []config.Queue, source string, o PrepareOptions, force, rebuild bool) ([]Outcome, error) {
 	stale, _ := s.CleanStale()
 	p, err := s.Prepare(qs, source, o)
 	if err != nil {
@@ -513,7 +524,7 @@ func (s *Service) Reload(qs []config.Queue, source string, o PrepareOptions) ([]
 		}
 		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, "section removed or disabled"})
 	}
-	applied, err := s.Apply(p.Targets, false)
+	applied, err := s.apply(p.Targets, force, rebuild)
 	outs = append(append(append(stale, p.Skipped...), outs...), applied...)
 	errs = append(errs, err)
 	for _, q := range p.Waiting {
