@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,8 @@ type Config struct {
 	// Kernel to boot; the zero value means FindKernel().
 	Kernel Kernel
 	// Command and its arguments, resolved inside the VM (host paths work,
-	// except under /tmp and /run, which are fresh tmpfs inside).
+	// except under /tmp and /run, which are fresh tmpfs inside, unless
+	// they are in Shares).
 	Command []string
 	// Env adds KEY=VALUE entries to the command's environment.
 	Env []string
@@ -60,6 +62,11 @@ type Config struct {
 	// KernelArgs are appended to the kernel command line (e.g.
 	// "loglevel=7" to see boot messages in errors).
 	KernelArgs []string
+	// Shares are host directories shared read-only into the VM at their
+	// own path, mounted after the fresh tmpfs on /tmp and /run. They make
+	// a checkout under /tmp (where people clone) visible inside, which the
+	// root share alone cannot: the VM's own /tmp hides the host's.
+	Shares []string
 }
 
 // kernelCmdline is the guest's base command line. no_timer_check: under
@@ -67,6 +74,12 @@ type Config struct {
 // too few ticks and panic ("IO-APIC + timer doesn't work"); seen here once
 // in a loaded run. The check guards real hardware, not TCG.
 const kernelCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init no_timer_check"
+
+// KernelArgsEnv names an environment variable whose words are appended to
+// the guest kernel's command line after Config.KernelArgs, so that any
+// command using the VM (vmtest, sqm lab --vm) can be rerun with diagnostics
+// such as "ignore_loglevel softlockup_all_cpu_backtrace=1" without a rebuild.
+const KernelArgsEnv = "SQM_VM_KERNEL_ARGS"
 
 // Result is what one run measured.
 type Result struct {
@@ -92,6 +105,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 func Boot(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Command) == 0 {
 		return Result{}, errors.New("vm: run: no command given")
+	}
+	for _, d := range cfg.Shares {
+		if err := checkShare(d); err != nil {
+			return Result{}, err
+		}
 	}
 	if cfg.Kernel.Image == "" {
 		k, err := FindKernel()
@@ -146,11 +164,14 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", cfg.Kernel.Image, "-initrd", initrd.Name(),
-		"-append", strings.Join(append([]string{kernelCmdline}, cfg.KernelArgs...), " "),
+		"-append", strings.Join(append(append([]string{kernelCmdline}, cfg.KernelArgs...), strings.Fields(os.Getenv(KernelArgsEnv))...), " "),
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
 	}
 	if cfg.OutDir != "" {
-		args = append(args, "-virtfs", "local,path="+cfg.OutDir+",mount_tag=out,security_model=none,multidevs=remap")
+		args = append(args, "-virtfs", "local,path="+qemuOptQuote(cfg.OutDir)+",mount_tag=out,security_model=none,multidevs=remap")
+	}
+	for i, d := range cfg.Shares {
+		args = append(args, "-virtfs", "local,path="+qemuOptQuote(d)+",mount_tag="+shareTag(i)+",security_model=none,readonly=on,multidevs=remap")
 	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.WaitDelay = 2 * time.Second
@@ -277,6 +298,26 @@ func (t *tail) add(s string) {
 }
 func (t *tail) String() string { return strings.Join(t.lines, "\n") }
 
+// checkShare accepts an absolute, clean path of an existing directory
+// that is not the root (already shared) and contains no newline (the init
+// script is line based).
+func checkShare(d string) error {
+	if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" || strings.ContainsAny(d, "\n\x00") {
+		return fmt.Errorf("vm: share %q: give a clean absolute directory path other than /", d)
+	}
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		return fmt.Errorf("vm: share %q is not a directory", d)
+	}
+	return nil
+}
+
+// shareTag is the 9p mount tag of Config.Shares[i].
+func shareTag(i int) string { return "share" + strconv.Itoa(i) }
+
+// qemuOptQuote escapes a value inside a qemu -option list, where a comma
+// separates options and ",," stands for a literal comma.
+func qemuOptQuote(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
 // shellQuote quotes s for sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -307,7 +348,7 @@ func commandScript(cfg Config) string {
 }
 
 // initScript is the initramfs's /init (busybox sh, PID 1).
-func initScript(mods []module, withOut bool, nonce string) string {
+func initScript(mods []module, withOut bool, shares []string, nonce string) string {
 	var b strings.Builder
 	fail := func(what string) string {
 		return fmt.Sprintf(" || fail %s", shellQuote(what))
@@ -331,6 +372,10 @@ func initScript(mods []module, withOut bool, nonce string) string {
 	if withOut {
 		fmt.Fprintf(&b, "$B mkdir -p /host%s && $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /host%s%s\n",
 			GuestOutDir, GuestOutDir, fail("mount out share"))
+	}
+	for i, d := range shares {
+		fmt.Fprintf(&b, "$B mkdir -p %s && $B mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose %s %s%s\n",
+			shellQuote("/host"+d), shareTag(i), shellQuote("/host"+d), fail("mount share "+d))
 	}
 	// The kernel runs /sbin/modprobe (to autoload sch_cake etc.) relative
 	// to the initramfs root, where the wrapper hands over to the host's.
@@ -370,7 +415,7 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 		c.File("lib/modules/"+m.Name, 0o644, m.Data)
 	}
 	c.File("cmd.sh", 0o755, []byte(commandScript(cfg)))
-	c.File("init", 0o755, []byte(initScript(mods, cfg.OutDir != "", nonce)))
+	c.File("init", 0o755, []byte(initScript(mods, cfg.OutDir != "", cfg.Shares, nonce)))
 	if err := c.Close(); err != nil {
 		return fmt.Errorf("vm: initramfs: %w", err)
 	}

@@ -227,11 +227,18 @@ func TestBoot(t *testing.T) {
 		t.Skip(err)
 	}
 	out := t.TempDir()
+	// A directory under /tmp, like a checkout cloned there, with a comma
+	// in its name (qemu's option syntax): visible only through Shares.
+	shared := filepath.Join(t.TempDir(), "a checkout, cloned")
+	os.MkdirAll(filepath.Join(shared, "sub"), 0o755)
+	os.WriteFile(filepath.Join(shared, "sub", "file"), []byte("from the host\n"), 0o644)
 	var console bytes.Buffer
 	script := `set -e
 test "$SQM_VM" = 1
 test "$FOO" = "bar baz"
 pwd
+test "$(cat '` + shared + `/sub/file')" = "from the host"
+touch /tmp/writable
 tc qdisc add dev lo root cake bandwidth 10mbit
 tc qdisc show dev lo | grep -q cake
 test -d /run/netns
@@ -242,7 +249,7 @@ exit 7`
 	defer cancel()
 	res, err := Boot(ctx, Config{
 		Kernel: k, Command: []string{"/bin/sh", "-c", script}, Env: []string{"FOO=bar baz"},
-		Dir: "/usr", OutDir: out, Stdout: &console,
+		Dir: "/usr", OutDir: out, Stdout: &console, Shares: []string{shared},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +269,13 @@ exit 7`
 func TestBootErrors(t *testing.T) {
 	if _, err := Run(context.Background(), Config{}); err == nil {
 		t.Error("no command: want error")
+	}
+	k := Kernel{Image: "/x", Modules: t.TempDir()}
+	for _, share := range []string{"relative/dir", "/", "/tmp/../tmp", filepath.Join(t.TempDir(), "missing")} {
+		_, err := Run(context.Background(), Config{Command: []string{"true"}, Kernel: k, QEMU: "/bin/true", Busybox: "/bin/true", Shares: []string{share}})
+		if err == nil || !strings.Contains(err.Error(), "share") {
+			t.Errorf("share %q: err = %v, want one naming the share", share, err)
+		}
 	}
 	_, err := Run(context.Background(), Config{Command: []string{"true"}, Kernel: Kernel{Image: "/x", Modules: t.TempDir()}, QEMU: "/bin/true"})
 	if err == nil || !strings.Contains(err.Error(), "modules.dep") {
