@@ -2,14 +2,18 @@
 // Debian's full kernel (see internal/vm), because the host kernel lacks
 // cake, fq_codel, netem, police and the other modules those tests need.
 //
-//	go run ./tools/vmtest [-run REGEX] [-timeout D] [PKG...]
+//	go run ./tools/vmtest [-run REGEX] [-bench REGEX] [-timeout D] [PKG...]
 //
-// Each package whose test files declare a TestVM function is built as a
-// static test binary on the host; one VM boots and runs every binary in its
-// package directory (so testdata/ works) with -test.run '^TestVM' narrowed
-// by -run. Output is `go test -v` output plus an ok/FAIL line per package.
-// The exit status is 1 if a test fails, a binary crashes or the VM does not
-// boot, and 2 for bad usage.
+// Each package whose test files declare a TestVM (or BenchmarkVM) function
+// is built as a static test binary on the host; one VM boots and runs every
+// binary in its package directory (so testdata/ works) with -test.run
+// '^TestVM' narrowed by -run, and with -bench also the BenchmarkVM
+// benchmarks it selects. Output is `go test -v` output plus an ok/FAIL line
+// per package and a count of the tests that ran, passed, failed and
+// skipped. The exit status is 1 if a test fails, a binary crashes, the VM
+// does not boot, or a package's selected VM tests did not really run (none
+// ran, or all of them skipped: a VM test that skips inside the VM proves
+// nothing); 2 for bad usage.
 package main
 
 import (
@@ -40,10 +44,13 @@ func main() {
 // pkg is one package with VM tests.
 type pkg struct {
 	ImportPath, Dir string
+	ModuleDir       string   // root of the package's module ("" if none)
 	Files           []string // *_test.go files, absolute
-	Tests           []string // TestVM* functions found in the sources
+	Tests           []string // TestVM* and BenchmarkVM* functions found in the sources
 	Bin             string   // file name of the test binary in the work dir
 	Pattern         string   // -test.run pattern
+	BenchPattern    string   // -test.bench pattern, "" for no benchmarks
+	Benches         int      // number of benchmarks BenchPattern selects
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,8 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Minute, "per-package test timeout (-test.timeout)")
 	vmTimeout := fs.Duration("vmtimeout", 60*time.Minute, "timeout for the whole VM run")
 	keep := fs.Bool("keep", false, "keep the work directory with binaries and logs")
+	benchRe := fs.String("bench", "", "also run the BenchmarkVM benchmarks matching this `regex` (\".\" for all)")
+	benchtime := fs.String("benchtime", "", "benchmark `time` or count (go test's -benchtime: 2s, 100x)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run ./tools/vmtest [-run REGEX] [-timeout D] [PKG...]")
+		fmt.Fprintln(stderr, "usage: go run ./tools/vmtest [-run REGEX] [-bench REGEX] [-timeout D] [PKG...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +78,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vmtest: -run %q: %v\n", *runRe, err)
 		return 2
 	}
+	var benchSel *regexp.Regexp
+	if *benchRe != "" {
+		if benchSel, err = regexp.Compile(*benchRe); err != nil {
+			fmt.Fprintf(stderr, "vmtest: -bench %q: %v\n", *benchRe, err)
+			return 2
+		}
+	}
 	start := time.Now()
 
 	pkgs, err := listPackages(ctx, patterns)
@@ -81,12 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(p.Tests) == 0 {
 			continue
 		}
-		if hiddenInVM(p.Dir) {
-			fmt.Fprintf(stderr, "vmtest: package %s is in %s, which the VM hides under a fresh tmpfs (/tmp and /run): move the checkout elsewhere, e.g. /var/tmp\n", p.ImportPath, p.Dir)
-			return 1
-		}
 		selected = append(selected, p)
 	}
+	shares := sharesFor(selected)
 	if len(selected) == 0 {
 		fmt.Fprintln(stdout, "vmtest: no package has TestVM tests; no VM booted")
 		return 0
@@ -119,19 +132,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			failed = true
 			continue
 		}
-		var keepNames []string
+		var keepNames, keepBench []string
 		for _, n := range names {
-			if topRe == nil || topRe.MatchString(n) {
+			switch {
+			case strings.HasPrefix(n, "TestVM") && (topRe == nil || topRe.MatchString(n)):
 				keepNames = append(keepNames, regexp.QuoteMeta(n))
+			case strings.HasPrefix(n, "BenchmarkVM") && benchSel != nil && benchSel.MatchString(n):
+				keepBench = append(keepBench, regexp.QuoteMeta(n))
 			}
 		}
-		if len(keepNames) == 0 {
+		if len(keepNames) == 0 && len(keepBench) == 0 {
 			fmt.Fprintf(stdout, "?   \t%s\t[no TestVM tests match -run]\n", p.ImportPath)
 			continue
 		}
-		p.Pattern = "^(" + strings.Join(keepNames, "|") + ")$"
-		if subRe != "" {
-			p.Pattern += "/" + subRe
+		p.Pattern = "^$" // benchmarks only
+		if len(keepNames) > 0 {
+			p.Pattern = "^(" + strings.Join(keepNames, "|") + ")$"
+			if subRe != "" {
+				p.Pattern += "/" + subRe
+			}
+		}
+		if len(keepBench) > 0 {
+			p.BenchPattern = "^(" + strings.Join(keepBench, "|") + ")$"
+			p.Benches = len(keepBench)
 		}
 		torun = append(torun, p)
 	}
@@ -143,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	script := runScript(torun, *timeout)
+	script := runScript(torun, *timeout, *benchtime)
 	if err := os.WriteFile(filepath.Join(work, "run.sh"), []byte(script), 0o755); err != nil {
 		fmt.Fprintf(stderr, "vmtest: %v\n", err)
 		return 1
@@ -152,6 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := vm.Boot(ctx, vm.Config{
 		Command: []string{"/bin/sh", vm.GuestOutDir + "/run.sh"},
 		OutDir:  work,
+		Shares:  shares,
 		Timeout: *vmTimeout,
 		Stdout:  sum,
 	})
@@ -162,16 +186,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "vmtest: VM booted to first command in %s\n", res.Boot.Round(time.Millisecond))
 	}
-	// The rc files are the authority: a binary that crashed the VM or
-	// never ran has none.
+	// The rc files are the authority on crashes: a binary that crashed
+	// the VM or never ran has none. The logs say whether the tests really
+	// ran: a binary whose tests all skipped exits 0 too.
+	fmt.Fprintln(stdout, "vmtest: per package (top-level tests):")
 	for _, p := range torun {
 		b, err := os.ReadFile(filepath.Join(work, p.Bin+".rc"))
 		rc, perr := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || perr != nil {
 			fmt.Fprintf(stdout, "FAIL\t%s [did not finish in the VM]\n", p.ImportPath)
 			failed = true
-		} else if rc != 0 {
+			continue
+		}
+		var c counts
+		if f, err := os.Open(filepath.Join(work, p.Bin+".log")); err == nil {
+			c = parseLog(f)
+			f.Close()
+		}
+		verdict := c.verdict(p.Pattern != "^$", p.Benches)
+		status := "ok  "
+		if rc != 0 || verdict != "" {
+			status = "FAIL"
 			failed = true
+		}
+		if rc != 0 && verdict == "" {
+			verdict = fmt.Sprintf("test binary exited with status %d", rc)
+		}
+		fmt.Fprintf(stdout, "%s\t%s\t%s", status, p.ImportPath, c)
+		if verdict != "" {
+			fmt.Fprintf(stdout, " [%s]", verdict)
+		}
+		fmt.Fprintln(stdout)
+		for _, sk := range c.Skipped {
+			fmt.Fprintf(stdout, "    skipped %s\n", sk)
 		}
 	}
 	fmt.Fprintf(stdout, "vmtest: total %s (VM %s)\n", time.Since(start).Round(time.Millisecond), res.Total.Round(time.Millisecond))
@@ -211,6 +258,30 @@ func splitRun(s string) (*regexp.Regexp, string, error) {
 	return re, "", err
 }
 
+// sharesFor returns the directories to share into the VM at their own path
+// so that the packages' sources (and testdata) are visible: the module
+// root (tests may read ../testdata) of each package that lives under /tmp
+// or /run, which the VM covers with its own tmpfs. Elsewhere the read-only
+// root share already shows them.
+func sharesFor(pkgs []*pkg) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		if !hiddenInVM(p.Dir) {
+			continue
+		}
+		d := p.ModuleDir
+		if d == "" || !strings.HasPrefix(p.Dir, d) {
+			d = p.Dir
+		}
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // hiddenInVM reports whether a host path is covered by the VM's own tmpfs
 // mounts.
 func hiddenInVM(dir string) bool {
@@ -222,12 +293,12 @@ func hiddenInVM(dir string) bool {
 	return false
 }
 
-var testVMRe = regexp.MustCompile(`(?m)^func (TestVM[A-Za-z0-9_]*)\(`)
+var testVMRe = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark)VM[A-Za-z0-9_]*)\(`)
 
 // listPackages asks go list for the packages and greps their test files
 // for TestVM functions, so packages without any are neither built nor run.
 func listPackages(ctx context.Context, patterns []string) ([]*pkg, error) {
-	args := append([]string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \" \"}} {{join .XTestGoFiles \" \"}}\t{{if .Error}}{{.Error}}{{end}}"}, patterns...)
+	args := append([]string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \" \"}} {{join .XTestGoFiles \" \"}}\t{{if .Error}}{{.Error}}{{end}}\t{{with .Module}}{{.Dir}}{{end}}"}, patterns...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -237,13 +308,13 @@ func listPackages(ctx context.Context, patterns []string) ([]*pkg, error) {
 	var pkgs []*pkg
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 4 {
+		if len(f) != 5 {
 			continue
 		}
 		if f[3] != "" {
 			return nil, fmt.Errorf("vmtest: package %s: %s", f[0], f[3])
 		}
-		p := &pkg{ImportPath: f[0], Dir: f[1]}
+		p := &pkg{ImportPath: f[0], Dir: f[1], ModuleDir: f[4]}
 		for _, name := range strings.Fields(f[2]) {
 			path := filepath.Join(p.Dir, name)
 			src, err := os.ReadFile(path)
@@ -269,16 +340,17 @@ func build(ctx context.Context, p *pkg, out string, stderr io.Writer) error {
 	return cmd.Run()
 }
 
-// listTests asks the binary which TestVM tests it really has (the grep can
-// see functions behind build tags or in comments).
+// listTests asks the binary which TestVM tests and BenchmarkVM benchmarks
+// it really has (the grep can see functions behind build tags or in
+// comments).
 func listTests(ctx context.Context, bin string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, bin, "-test.list", "^TestVM").Output()
+	out, err := exec.CommandContext(ctx, bin, "-test.list", "^(TestVM|BenchmarkVM)").Output()
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	for _, l := range strings.Fields(string(out)) {
-		if strings.HasPrefix(l, "TestVM") {
+		if strings.HasPrefix(l, "TestVM") || strings.HasPrefix(l, "BenchmarkVM") {
 			names = append(names, l)
 		}
 	}
@@ -293,7 +365,7 @@ const (
 
 // runScript is the shell script the VM runs: each binary in its package
 // directory, output to the console and a log, exit status to <bin>.rc.
-func runScript(pkgs []*pkg, timeout time.Duration) string {
+func runScript(pkgs []*pkg, timeout time.Duration, benchtime string) string {
 	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# generated by tools/vmtest\nO=" + vm.GuestOutDir + "\n")
@@ -301,8 +373,15 @@ func runScript(pkgs []*pkg, timeout time.Duration) string {
 		fmt.Fprintf(&b, "echo %s\n", q(markBegin+p.ImportPath))
 		fmt.Fprintf(&b, "cd %s || { echo \"vmtest: no directory %s in the VM\"; echo 125 > $O/%s.rc; }\n", q(p.Dir), p.Dir, p.Bin)
 		b.WriteString("s=$(date +%s%N)\n")
-		fmt.Fprintf(&b, "{ $O/%s -test.v -test.run %s -test.timeout %s 2>&1; echo $? > $O/%s.rc; } | tee $O/%s.log\n",
-			p.Bin, q(p.Pattern), timeout, p.Bin, p.Bin)
+		bench := ""
+		if p.BenchPattern != "" {
+			bench = " -test.bench " + q(p.BenchPattern) + " -test.benchmem"
+			if benchtime != "" {
+				bench += " -test.benchtime " + q(benchtime)
+			}
+		}
+		fmt.Fprintf(&b, "{ $O/%s -test.v -test.run %s%s -test.timeout %s 2>&1; echo $? > $O/%s.rc; } | tee $O/%s.log\n",
+			p.Bin, q(p.Pattern), bench, timeout, p.Bin, p.Bin)
 		fmt.Fprintf(&b, "echo \"%s%s $(cat $O/%s.rc) $(( ($(date +%%s%%N) - s) / 1000000 ))\"\n", markEnd, p.ImportPath, p.Bin)
 	}
 	return b.String()

@@ -56,18 +56,18 @@ func TestRunScript(t *testing.T) {
 	dir := t.TempDir()
 	pkgs := []*pkg{
 		{ImportPath: "sqm/ok", Dir: dir, Bin: "ok.test", Pattern: "^(TestVMA)$"},
-		{ImportPath: "sqm/bad", Dir: dir, Bin: "bad.test", Pattern: "^(TestVMB)$/x y"},
+		{ImportPath: "sqm/bad", Dir: dir, Bin: "bad.test", Pattern: "^(TestVMB)$/x y", BenchPattern: "^(BenchmarkVMC)$"},
 	}
 	os.WriteFile(filepath.Join(dir, "ok.test"), []byte("#!/bin/sh\necho \"args: $*\"\n"), 0o755)
 	os.WriteFile(filepath.Join(dir, "bad.test"), []byte("#!/bin/sh\necho \"args: $*\"\nexit 3\n"), 0o755)
-	script := strings.ReplaceAll(runScript(pkgs, time.Minute), "O=/run/sqm-out", "O="+dir)
+	script := strings.ReplaceAll(runScript(pkgs, time.Minute, "3x"), "O=/run/sqm-out", "O="+dir)
 	out, err := exec.Command("sh", "-c", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	for _, want := range []string{
 		"args: -test.v -test.run ^(TestVMA)$ -test.timeout 1m0s",
-		"args: -test.v -test.run ^(TestVMB)$/x y -test.timeout 1m0s",
+		"args: -test.v -test.run ^(TestVMB)$/x y -test.bench ^(BenchmarkVMC)$ -test.benchmem -test.benchtime 3x -test.timeout 1m0s",
 		"=== vmtest end sqm/ok 0 ",
 		"=== vmtest end sqm/bad 3 ",
 	} {
@@ -88,5 +88,18 @@ func TestHiddenInVM(t *testing.T) {
 		if got := hiddenInVM(dir); got != want {
 			t.Errorf("hiddenInVM(%q) = %v, want %v", dir, got, want)
 		}
+	}
+}
+
+func TestSharesFor(t *testing.T) {
+	pkgs := []*pkg{
+		{ImportPath: "m/a", Dir: "/tmp/clone/internal/a", ModuleDir: "/tmp/clone"},
+		{ImportPath: "m/b", Dir: "/tmp/clone/internal/b", ModuleDir: "/tmp/clone"},
+		{ImportPath: "n/c", Dir: "/run/user/x/c"},
+		{ImportPath: "w/d", Dir: "/work/main/internal/d", ModuleDir: "/work/main"},
+	}
+	got := strings.Join(sharesFor(pkgs), " ")
+	if want := "/tmp/clone /run/user/x/c"; got != want {
+		t.Errorf("shares %q, want %q", got, want)
 	}
 }
