@@ -28,6 +28,9 @@ type fakeKernel struct {
 	failApply map[string]error
 	// prevPlans is the previous plan Apply was handed last, per interface.
 	prevPlans map[string]*plan.Plan
+	// afterApply, if set, runs after each successful Apply (with the
+	// kernel's lock held), e.g. to break the state directory.
+	afterApply func(iface string)
 }
 
 func newFake(links ...string) *fakeKernel {
@@ -79,6 +82,9 @@ func (k *fakeKernel) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Resul
 	k.applies[p.Interface]++
 	if prev != nil {
 		k.prevPlans[p.Interface] = prev.Plan
+	}
+	if k.afterApply != nil {
+		k.afterApply(p.Interface)
 	}
 	o := Owned{Interface: p.Interface, Ifindex: 7, EgressRoot: p.Egress != nil, Ingress: p.Ingress != nil, Plan: p}
 	if p.Ingress != nil {

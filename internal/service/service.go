@@ -322,9 +322,11 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 			AppliedAt: s.now().UTC(), PID: os.Getpid(), Queue: t.Queue, Plan: t.planJSON, Owned: res.Owned,
 		}
 		if err := s.Store.Save(st); err != nil {
-			// The kernel has the tree but nothing records it: take it
-			// down again rather than leave shaping stop cannot find.
-			s.Kernel.Remove(&res.Owned)
+			// The kernel has the tree but nothing records it: put back
+			// what was there (the previous tree, which its state file
+			// still describes, or nothing) rather than leave shaping
+			// that stop cannot find.
+			s.undo(t, prev, st)
 			s.Store.clearPending(iface)
 			for i := len(did) - 1; i >= 0; i-- {
 				s.undo(did[i].t, did[i].prev, did[i].st)
@@ -339,7 +341,10 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 	return outs, errors.Join(failed...)
 }
 
-// undo puts one interface back to its state before this Apply call.
+// undo puts one interface back to its state before this Apply call: it
+// removes now's tree, or rebuilds the tree prev records (prev.Owned.Plan,
+// exactly as it was applied, not the section re-planned at today's MTU)
+// over it.
 func (s *Service) undo(t Target, prev, now *State) {
 	iface := t.Queue.Interface
 	if prev == nil {
@@ -351,21 +356,18 @@ func (s *Service) undo(t Target, prev, now *State) {
 		s.log().Info("rolled back", "interface", iface)
 		return
 	}
-	mtu, err := s.Kernel.LinkMTU(iface)
-	if err != nil {
-		mtu = 1500
+	if prev.Owned.Plan == nil {
+		s.log().Error("rollback: could not restore the previous tree (its state file has no applied plan); run 'sqm restart'", "interface", iface)
+		return
 	}
-	p, err := s.Plan(&prev.Queue, mtu)
-	if err == nil {
-		var res *Result
-		res, err = s.Kernel.Apply(p, &now.Owned, ApplyOptions{})
-		if err == nil {
-			prev.Owned = res.Owned
-			err = s.Store.Save(prev)
-		}
-	}
+	res, err := s.Kernel.Apply(prev.Owned.Plan, &now.Owned, ApplyOptions{})
 	if err != nil {
 		s.log().Error("rollback: could not restore the previous tree; run 'sqm restart'", "interface", iface, "err", err)
+		return
+	}
+	prev.Owned = res.Owned
+	if err := s.Store.Save(prev); err != nil {
+		s.log().Error("rolled back the tree, but could not update its state file", "interface", iface, "err", err)
 		return
 	}
 	s.log().Info("rolled back", "interface", iface)

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -450,5 +452,72 @@ func TestStartTwoSectionsOnOneInterface(t *testing.T) {
 	outs, err = s.Reload(qs, "/etc/config/sqm", PrepareOptions{})
 	if err != nil || actions(outs) != "eth0=skipped eth0=unchanged eth1=unchanged" {
 		t.Errorf("reload: %q, %v", actions(outs), err)
+	}
+}
+
+// mtuPlan is fakePlan with the MTU recorded in the plan, so a plan built
+// at another MTU differs.
+func mtuPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
+	p, err := fakePlan(q, mtu)
+	if p != nil {
+		p.Notes = []string{fmt.Sprintf("mtu %d", mtu)}
+	}
+	return p, err
+}
+
+// TestRollbackRestoresStoredPlan: undo must rebuild the tree that was
+// applied (the stored plan), not re-plan the old section at today's MTU
+// (issue 10 item 5).
+func TestRollbackRestoresStoredPlan(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	s.Plan = mtuPlan
+	qs := []config.Queue{queue("wan", "eth0", 20000, 5000), queue("lan", "eth1", 1000, 1000)}
+	if _, err := s.Start(qs[:1], "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := k.trees["eth0"]
+	k.mu.Lock()
+	k.links["eth0"] = 9000 // e.g. jumbo frames enabled since
+	k.mu.Unlock()
+	k.failApply["eth1"] = errors.New("kernel says no")
+	qs[0].Upload = 9000
+	if _, err := s.Start(qs, "/etc/config/sqm", PrepareOptions{}, false); err == nil {
+		t.Fatal("no error from the failing eth1")
+	}
+	if k.trees["eth0"] != before {
+		t.Errorf("eth0 after rollback:\n got %s\nwant the applied tree %s", k.trees["eth0"], before)
+	}
+	if st, _ := s.Store.Load("eth0"); st == nil || !samePlan(st.Plan, json.RawMessage(before)) {
+		t.Errorf("eth0 state after rollback does not record the restored plan: %+v", st)
+	}
+}
+
+// TestSaveFailureRestoresPrevious: when the state cannot be saved after a
+// successful apply, the new tree is removed and the previous one rebuilt
+// (issue 10 item 5: it was only removed, leaving the interface unshaped).
+func TestSaveFailureRestoresPrevious(t *testing.T) {
+	k := newFake("eth0")
+	s, _ := newService(t, k)
+	q := queue("wan", "eth0", 20000, 5000)
+	if _, err := s.Start([]config.Queue{q}, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := k.trees["eth0"]
+	// After the kernel accepts the new tree, make the state file
+	// unwritable: a non-empty directory in its place cannot be renamed over.
+	k.afterApply = func(iface string) {
+		k.afterApply = nil
+		path := s.Store.statePath(iface)
+		os.Remove(path)
+		os.MkdirAll(filepath.Join(path, "block"), 0o755)
+	}
+	q.Upload = 9000
+	_, err := s.Start([]config.Queue{q}, "/etc/config/sqm", PrepareOptions{}, false)
+	if err == nil || !strings.Contains(err.Error(), "state") {
+		t.Fatalf("err = %v; want the state write failure", err)
+	}
+	if got := k.trees["eth0"]; got != before {
+		t.Errorf("eth0 after a failed state save:\n got %q\nwant the previous tree %s", got, before)
 	}
 }
