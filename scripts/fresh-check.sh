@@ -141,6 +141,26 @@ cp -a /usr/local/go "$root/usr/local/go"
 # need it), so it takes its resolver configuration.
 cat /etc/resolv.conf >"$root/etc/resolv.conf"
 aptsources | awk -v s="$suite" '$2 == s || index($2, s "-") == 1 { print "deb " $0 }' >"$root/etc/apt/sources.list"
+# Certificate authorities this machine trusts beyond Debian's (a
+# TLS-inspecting proxy's, say) go in as local CAs, so the Go module
+# downloads reach the proxy as they do here; update-ca-certificates keeps
+# them when a package later rebuilds the bundle.
+bundle=/etc/ssl/certs/ca-certificates.crt
+if [ -s "$bundle" ] && [ -s "$root$bundle" ]; then
+	mkdir -p "$root/usr/local/share/ca-certificates"
+	n=$(awk -v dir="$root/usr/local/share/ca-certificates" '
+		/-----BEGIN CERTIFICATE-----/ { pem = "" }
+		{ pem = pem $0 "\n" }
+		/-----END CERTIFICATE-----/ {
+			if (FILENAME == ARGV[1]) known[pem] = 1
+			else if (!(pem in known)) { n++; f = dir "/sqm-fresh-host-" n ".crt"; printf "%s", pem > f; close(f) }
+		}
+		END { print n + 0 }' "$root$bundle" "$bundle")
+	if [ "$n" -gt 0 ]; then
+		chroot "$root" update-ca-certificates >/dev/null
+		say "added $n CA certificate(s) this machine trusts beyond Debian's"
+	fi
+fi
 git clone -q --no-hardlinks "$repo" "$root/root/sqm"
 git -C "$root/root/sqm" checkout -q --detach "$sha"
 say "root ready in $work ($(du -sh "$root" | cut -f1)); checking $(git -C "$repo" log -1 --format='%h %s' "$sha")"
