@@ -10,17 +10,21 @@ import (
 func cmdRestart() *command {
 	return &command{
 		name:    "restart",
-		summary: "remove and re-apply the shaping from the config",
+		summary: "rebuild the shaping from the config, counters from zero",
 		usage:   "sqm restart [--config FILE] [--force] [--state-dir DIR] [IFACE...]",
-		help: `Stops what sqm installed from the config file (or on the named
-interfaces) and starts again from scratch, resetting every counter. The
-config is checked before anything is removed: a broken config leaves the
-running shaping alone. 'sqm reload' changes only what changed.
+		help: `Rebuilds the shaping of every enabled section of the config file (or of
+the named interfaces) with fresh qdiscs, so every counter starts from zero,
+even where nothing changed; the shaping of sections that were deleted or
+disabled is removed. 'sqm reload' changes only what changed.
+
+It is not a stop followed by a start: each interface's new tree replaces
+the old one in one transaction, and if the kernel refuses the new tree the
+old one is put back, so a failed restart leaves the interface shaped as
+before. A config that does not parse or plan changes nothing.
 
 Example:
 
   $ sqm restart eth1
-  eth1: removed (section "wan")
   eth1: applied (section "wan"): egress 10000 kbit, ingress 85000 kbit via ifb4eth1, piece_of_cake/cake`,
 		flags: func(fs *flag.FlagSet) {
 			configFlag(fs)
@@ -37,21 +41,7 @@ Example:
 				return err
 			}
 			defer s.close()
-			// Check first, so a config that cannot be applied does not
-			// leave the router unshaped.
-			if _, err := s.svc.Prepare(qs, s.source, service.PrepareOptions{Ifaces: args}); err != nil {
-				return err
-			}
-			src := s.source
-			if len(args) > 0 {
-				src = ""
-			}
-			outs, err := s.svc.Stop(service.StopOptions{Ifaces: args, Source: src})
-			printOutcomes(env.Stdout, outs)
-			if err != nil {
-				return err
-			}
-			outs, err = s.svc.Start(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
+			outs, err := s.svc.Restart(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err
 		},
