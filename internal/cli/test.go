@@ -8,7 +8,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
 	"sqm/internal/plot"
@@ -103,22 +106,13 @@ Example:
 			if streams < 1 || streams > 64 {
 				return usageError("--streams %d outside 1..64", streams)
 			}
-			if !quiet && isTerminal(env.Stdout) {
-				o.Progress = func(p bloat.Progress) {
-					fmt.Fprintf(env.Stdout, "\r\033[K%-11s %5.1f/%.1fs  down %8.2f Mbit/s  up %8.2f Mbit/s  latency %7.2f ms",
-						p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.DownloadMbps, p.UploadMbps, p.LatencyMs)
-				}
-				defer fmt.Fprint(env.Stdout, "\r\033[K")
+			status := newStatus(env, quiet)
+			if status.live {
+				o.Progress = status.progress
 			}
-			o.Logf = func(format string, a ...any) {
-				if !quiet {
-					fmt.Fprintf(env.Stderr, "\r\033[Ksqm test: "+format+"\n", a...)
-				}
-			}
+			o.Logf = status.logf
 			res, err := bloat.Run(ctx, o)
-			if o.Progress != nil {
-				fmt.Fprint(env.Stdout, "\r\033[K")
-			}
+			status.clear()
 			if err != nil {
 				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 					return errors.New("interrupted; no result (the run must finish to be summarised)")
@@ -166,13 +160,67 @@ func writePlot(path string, r *bloat.Result) error {
 	return f.Close()
 }
 
-// isTerminal reports whether w is a character device (a terminal), where a
-// live progress line helps; pipes and files get only the result.
+// status shows a run's progress on stderr as one line rewritten in place,
+// with the run's notes printed above it, when stderr is a terminal that
+// understands that (\r and ESC [K; TERM=dumb does not). Anything else, a
+// file or a pipe, gets the notes as plain lines and never an escape code or
+// carriage return: logs and CI output must stay readable. Progress goes to
+// stderr, not stdout, so the result on stdout (text or --json) is the same
+// whether or not a person watches. Progress and notes come from different
+// goroutines, hence the lock.
+type status struct {
+	mu    sync.Mutex
+	w     io.Writer
+	quiet bool // --quiet: neither progress nor notes
+	live  bool // w is a capable terminal: show progress
+	shown bool // a progress line is on screen
+}
+
+func newStatus(env *Env, quiet bool) *status {
+	live := !quiet && isTerminal(env.Stderr) && env.Getenv("TERM") != "dumb"
+	return &status{w: env.Stderr, quiet: quiet, live: live}
+}
+
+func (s *status) progress(p bloat.Progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, "\r\033[K%-11s %5.1f/%.1fs  down %8.2f Mbit/s  up %8.2f Mbit/s  latency %7.2f ms",
+		p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.DownloadMbps, p.UploadMbps, p.LatencyMs)
+	s.shown = true
+}
+
+func (s *status) logf(format string, a ...any) {
+	if s.quiet {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+	fmt.Fprintf(s.w, "sqm test: "+format+"\n", a...)
+}
+
+// clear removes the progress line, if one is shown.
+func (s *status) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+}
+
+func (s *status) clearLocked() {
+	if s.shown {
+		fmt.Fprint(s.w, "\r\033[K")
+		s.shown = false
+	}
+}
+
+// isTerminal reports whether w is a terminal, where a live progress line
+// helps; pipes and files get only the result.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A terminal answers TCGETS; other character devices (/dev/null) do not.
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
