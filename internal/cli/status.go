@@ -144,25 +144,9 @@ func deviceEntry(k statusKernel, dev, of string, st *service.State) statusEntry 
 	return e
 }
 
-// drift rebuilds the applied section's plan and asks the kernel whether it
-// still holds it.
+// drift is service.Drift (the daemon's check) on one line.
 func drift(k statusKernel, st *service.State) string {
-	mtu, err := k.LinkMTU(st.Interface)
-	if err != nil {
-		return err.Error()
-	}
-	p, err := buildPlan(&st.Queue, mtu)
-	if err != nil {
-		return "cannot rebuild the applied plan: " + err.Error()
-	}
-	ok, diff, err := k.Matches(p)
-	switch {
-	case err != nil:
-		return err.Error()
-	case !ok:
-		return strings.Join(strings.Fields(diff), " ")
-	}
-	return ""
+	return strings.Join(strings.Fields(service.Drift(k, buildPlan, st)), " ")
 }
 
 func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {

@@ -574,31 +574,45 @@ func (s *Service) Restore(ifaces []string) ([]Outcome, error) {
 }
 
 // Check compares the kernel with every state. It returns the interfaces
-// whose tree differs, with the kernel's diff.
+// whose tree differs, with the kernel's diff (see Drift).
 func (s *Service) Check() (map[string]string, error) {
 	states, err := s.Store.All()
 	drift := map[string]string{}
 	for _, st := range states {
-		mtu, merr := s.Kernel.LinkMTU(st.Interface)
-		if merr != nil {
-			drift[st.Interface] = merr.Error()
-			continue
-		}
-		p, perr := s.Plan(&st.Queue, mtu)
-		if perr != nil {
-			drift[st.Interface] = "cannot rebuild plan: " + perr.Error()
-			continue
-		}
-		ok, diff, merr := s.Kernel.Matches(p)
-		if merr != nil {
-			drift[st.Interface] = merr.Error()
-			continue
-		}
-		if !ok {
-			drift[st.Interface] = diff
+		if d := Drift(s.Kernel, s.Plan, st); d != "" {
+			drift[st.Interface] = d
 		}
 	}
 	return drift, err
+}
+
+// DriftKernel is what Drift needs from the kernel.
+type DriftKernel interface {
+	LinkMTU(iface string) (int, error)
+	Matches(p *plan.Plan) (ok bool, diff string, err error)
+}
+
+// Drift is the one drift check (the daemon's Check and `sqm status` both
+// use it): it rebuilds st's section at the interface's MTU now and asks
+// the kernel whether it holds that tree. It returns "" when it does, else
+// how it differs (or why it could not tell), on one line per difference.
+func Drift(k DriftKernel, planner PlanFunc, st *State) string {
+	mtu, err := k.LinkMTU(st.Interface)
+	if err != nil {
+		return err.Error()
+	}
+	p, err := planner(&st.Queue, mtu)
+	if err != nil {
+		return "cannot rebuild the applied plan: " + err.Error()
+	}
+	ok, diff, err := k.Matches(p)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !ok:
+		return diff
+	}
+	return ""
 }
 
 // summary is a one-line description of a plan for reports.

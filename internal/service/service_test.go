@@ -521,3 +521,50 @@ func TestSaveFailureRestoresPrevious(t *testing.T) {
 		t.Errorf("eth0 after a failed state save:\n got %q\nwant the previous tree %s", got, before)
 	}
 }
+
+// TestDrift: the one drift check, used by the daemon's Check and by
+// `sqm status`.
+func TestDrift(t *testing.T) {
+	k := newFake("eth0")
+	s, _ := newService(t, k)
+	q := queue("wan", "eth0", 20000, 5000)
+	if _, err := s.Start([]config.Queue{q}, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Store.Load("eth0")
+	if err != nil || st == nil {
+		t.Fatal(st, err)
+	}
+	if d := Drift(k, fakePlan, st); d != "" {
+		t.Errorf("fresh tree drifts: %q", d)
+	}
+	k.tamper("eth0")
+	if d := Drift(k, fakePlan, st); !strings.Contains(d, "someone else's") {
+		t.Errorf("tampered tree: drift %q", d)
+	}
+	if d := Drift(k, func(*config.Queue, int) (*plan.Plan, error) { return nil, errors.New("nope") }, st); d != "cannot rebuild the applied plan: nope" {
+		t.Errorf("planner error: drift %q", d)
+	}
+	k.setLink("eth0", false)
+	if d := Drift(k, fakePlan, st); !strings.Contains(d, "no link eth0") {
+		t.Errorf("missing link: drift %q", d)
+	}
+	if drift, _ := s.Check(); drift["eth0"] != Drift(k, fakePlan, st) {
+		t.Errorf("Check %q and Drift disagree", drift)
+	}
+}
+
+// TestInterfaceNameOneRule: the service (stop/start arguments, state file
+// names) and the config reader accept exactly the same names. The
+// service's own copy let "a\vb" through, which config refuses.
+func TestInterfaceNameOneRule(t *testing.T) {
+	for _, n := range []string{"eth0", "", ".", "..", "a/b", "a:b", "a b", "a\tb", "a\vb", "a\fb", "a\rb", "0123456789abcdef", "0123456789abcde", "pppoe-wan"} {
+		if got, want := checkIfaceName(n) == nil, config.CheckIfName(n) == nil; got != want {
+			t.Errorf("%q: service accepts %v, config accepts %v", n, got, want)
+		}
+	}
+	s, _ := newService(t, newFake())
+	if _, err := s.Stop(StopOptions{Ifaces: []string{"a\vb"}}); err == nil {
+		t.Error(`Stop("a\vb") accepted a name Linux does not allow`)
+	}
+}
