@@ -36,7 +36,7 @@ Example, on a host beyond the router:
   sqm server: listening on [::]:%d (tcp and udp)`, bloat.DefaultPort, bloat.DefaultPort),
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", bloat.DefaultPort), "`address` to listen on, TCP and UDP (e.g. 192.0.2.1:12866, [::]:9000)")
-			units.DurationVar(fs, &maxDuration, "max-duration", 3*time.Minute, "longest test a client may run, idle lead and tail included")
+			units.DurationVar(fs, &maxDuration, "max-duration", 3*time.Minute, "longest test a client may run, idle lead and tail included (a session may last up to 30s longer while the client drains its uploads)")
 			fs.IntVar(&maxStreams, "max-streams", 16, "most concurrent load streams per client")
 			fs.IntVar(&maxClients, "max-clients", 4, "most clients testing at once")
 			fs.StringVar(&secret, "secret", "", "shared secret clients must know (sent as an HMAC, never in clear)")
