@@ -54,7 +54,7 @@ Example (cable line measured at 100/20 Mbit/s, shaped to 90 %):
 				if ifc, err := net.InterfaceByName(q.Interface); err == nil {
 					mtu = ifc.MTU
 				}
-				p, err := plan.Build(q, plan.Env{MTU: mtu})
+				p, err := buildPlan(q, mtu) // Validate, then Build, as start does
 				if err != nil {
 					return err
 				}
@@ -114,19 +114,24 @@ func queueFromFlags(fs *flag.FlagSet) (*config.Queue, error) {
 			return nil, usageError("--linklayer %q: use none, ethernet or atm", v)
 		}
 	}
+	// The ranges are config's (Validate below), the same a config file
+	// gets; here only the syntax is checked.
 	if v := flagString(fs, "overhead"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < -1500 || n > 1500 {
-			return nil, usageError("--overhead %q: want bytes between -1500 and 1500", v)
+		if err != nil || n != int(int32(n)) {
+			return nil, usageError("--overhead %q: want a whole number of bytes (%d to %d)", v, config.MinOverhead, config.MaxOverhead)
 		}
 		q.Overhead = n
 	}
 	if v := flagString(fs, "mpu"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return nil, usageError("--mpu %q: want a byte count", v)
+			return nil, usageError("--mpu %q: want a byte count (0 to %d)", v, config.MaxMPU)
 		}
 		q.StabMPU = uint32(n)
+	}
+	if err := q.Validate(); err != nil {
+		return nil, usageError("%v", err)
 	}
 	return &q, nil
 }

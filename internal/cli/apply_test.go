@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"sqm/internal/config"
+)
+
+func runApply(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code := run(context.Background(), env, append([]string{"apply", "--state-dir", t.TempDir()}, args...))
+	return code, out.String(), errb.String()
+}
+
+// TestApplyDryRunValidates: --dry-run built the plan without Validate, so
+// it printed commands for input that start refuses (issue 10 item 9).
+func TestApplyDryRunValidates(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"interface name Linux refuses", []string{"--iface", "eth0:1"}, `interface name "eth0:1" contains '/', ':' or white space`},
+		{"mpu beyond the kernel's field", []string{"--iface", "eth0", "--mpu", "70000"}, "option tcMPU: 70000 is out of range"},
+	} {
+		code, out, errs := runApply(t, append(tt.args, "--down", "10mbit", "--up", "2mbit", "--dry-run")...)
+		if code != 2 || out != "" || !strings.Contains(errs, tt.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2, nothing printed and %q", tt.name, code, out, errs, tt.want)
+		}
+	}
+	code, out, errs := runApply(t, "--iface", "eth0", "--down", "10mbit", "--up", "2mbit", "--overhead", "-4", "--linklayer", "ethernet", "--dry-run")
+	if code != 0 || !strings.Contains(out, "tc qdisc") {
+		t.Errorf("valid dry run: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestApplyOverheadBoundsMatchConfig: --overhead had its own bounds
+// (-1500..1500) while the config file's had only a lower one; both now
+// take config's.
+func TestApplyOverheadBoundsMatchConfig(t *testing.T) {
+	for _, n := range []int{config.MinOverhead - 1, config.MinOverhead, 0, config.MaxOverhead, config.MaxOverhead + 1, 1 << 40} {
+		v := fmt.Sprint(n)
+		code, _, errs := runApply(t, "--iface", "eth0", "--down", "10mbit", "--up", "2mbit", "--script", "simplest", "--qdisc", "fq_codel", "--linklayer", "atm", "--overhead", v, "--dry-run")
+		_, cerr := config.Parse("sqm", strings.NewReader("config queue 'wan'\n\toption overhead '"+v+"'\n"))
+		if flagOK, fileOK := code == 0, cerr == nil; flagOK != fileOK {
+			t.Errorf("overhead %s: flag accepted %v (%s), config file accepted %v (%v)", v, flagOK, strings.TrimSpace(errs), fileOK, cerr)
+		}
+	}
+}
