@@ -313,6 +313,7 @@ func (c *Conn) runOps(ops []op, ifindex map[string]int) error {
 				err = c.tc.Filter().Add(&obj)
 			}
 		}
+		c.traceOp(o.dev, idx, o.what(), err)
 		if err != nil {
 			hint := o.hint
 			if o.kind == opFilter {

@@ -62,6 +62,8 @@ type Conn struct {
 	// afterStep, when set (tests only), runs after each Apply step, to
 	// inject failures such as the interface vanishing mid-apply.
 	afterStep func(step string)
+	// traceFn receives every change sent to the kernel (SetTrace).
+	traceFn func(Op)
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

@@ -84,6 +84,7 @@ func (c *Conn) createIFB(name string) (*link, error) {
 			Info:       &rtnetlink.LinkInfo{Kind: "ifb"},
 		},
 	})
+	c.traceOp(name, 0, "create ifb "+name, err)
 	if err != nil {
 		return nil, explain(fmt.Sprintf("create ifb %q", name), err, ifbHint())
 	}
@@ -98,6 +99,7 @@ func (c *Conn) setUp(index int) error {
 		Flags:  unix.IFF_UP,
 		Change: unix.IFF_UP,
 	})
+	c.traceOp("", index, "set link up", err)
 	if err != nil {
 		return explain(fmt.Sprintf("set device %d up", index), err, "")
 	}
@@ -117,7 +119,9 @@ func (c *Conn) deleteLink(name, kind string) error {
 	if kind != "" && l.Kind != "" && l.Kind != kind {
 		return fmt.Errorf("delete device %q: it is a %s, not the %s sqm created; left alone", name, l.Kind, kind)
 	}
-	if err := c.rt.Link.Delete(uint32(l.Index)); err != nil && !errors.Is(err, unix.ENODEV) {
+	err = c.rt.Link.Delete(uint32(l.Index))
+	c.traceOp(name, l.Index, "delete device "+name, err)
+	if err != nil && !errors.Is(err, unix.ENODEV) {
 		return explain(fmt.Sprintf("delete device %q", name), err, "")
 	}
 	return nil

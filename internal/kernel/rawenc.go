@@ -120,6 +120,7 @@ func (c *Conn) delQdisc(ifindex int, handle, parent plan.Handle) error {
 		Header: netlink.Header{Type: unix.RTM_DELQDISC, Flags: netlink.Request | netlink.Acknowledge},
 		Data:   tcmsg(ifindex, handle, parent, 0),
 	})
+	c.traceOp("", ifindex, fmt.Sprintf("delete qdisc %s (parent %s)", handle, parent), err)
 	if err != nil {
 		return fmt.Errorf("delete qdisc %s (parent %s) on ifindex %d: %w", handle, parent, ifindex, err)
 	}
