@@ -44,7 +44,7 @@ func TestSummarizer(t *testing.T) {
 	s.Write([]byte("=== vmtest begin sqm/a\n=== RUN   TestVMX\n--- PASS: TestVMX (0.00s)\nPA"))
 	s.Write([]byte("SS\n=== vmtest end sqm/a 0 1234\n=== vmtest end sqm/b 2 50\ntrailing"))
 	s.flush()
-	want := "=== RUN   TestVMX\n--- PASS: TestVMX (0.00s)\nPASS\nok  \tsqm/a\t1.234s\nFAIL\tsqm/b\t0.050s\ntrailing\n"
+	want := "=== RUN   TestVMX\n--- PASS: TestVMX (0.00s)\nPASS\nvmtest: sqm/a exited 0 after 1.234s\nvmtest: sqm/b exited 2 after 0.050s\ntrailing\n"
 	if out.String() != want {
 		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
