@@ -118,21 +118,20 @@ type txn struct {
 	lostForeign []string
 }
 
-func (t *txn) owns(o *object, egress bool) bool {
-	if t.prev == nil {
-		return false
-	}
+// owns reports whether cur's root (egress) or ingress qdisc is the one
+// sqm recorded in prev, by structure, not handle alone (see ownsRoot).
+func (t *txn) owns(cur *tree, egress bool) bool {
 	if egress {
-		return t.prev.EgressRoot && o.Handle == t.prev.EgressHandle
+		return ownsRoot(cur, t.prev)
 	}
-	return t.prev.Ingress && o.Kind == "ingress"
+	return t.c.ownsIngress(cur, t.prev)
 }
 
 // check refuses foreign qdiscs and IFBs.
 func (t *txn) check(cur *tree, opts ApplyOptions) error {
 	dev := t.p.Interface
 	if t.p.Egress != nil {
-		if r := cur.root(); r != nil && r.Handle.Major() != 0 && !t.owns(r, true) {
+		if r := cur.root(); r != nil && r.Handle.Major() != 0 && !t.owns(cur, true) {
 			if !opts.Force {
 				return fmt.Errorf("apply %s: root qdisc %s %s was not installed by sqm; remove it (tc qdisc del dev %s root) or apply with force: %w",
 					dev, r.Kind, r.Handle, dev, ErrForeignQdisc)
@@ -141,7 +140,7 @@ func (t *txn) check(cur *tree, opts ApplyOptions) error {
 		}
 	}
 	if t.p.Ingress != nil {
-		if r := cur.ingress(); r != nil && !t.owns(r, false) {
+		if r := cur.ingress(); r != nil && !t.owns(cur, false) {
 			if !opts.Force {
 				return fmt.Errorf("apply %s: %s qdisc %s was not installed by sqm; remove it (tc qdisc del dev %s %s) or apply with force: %w",
 					dev, r.Kind, r.Handle, dev, r.Kind, ErrForeignQdisc)
@@ -257,14 +256,14 @@ func (t *txn) run(cur *tree) error {
 	// What sqm had before and the new plan no longer wants.
 	if pr := t.prev; pr != nil {
 		if p.Egress == nil && pr.EgressRoot {
-			if r := cur.root(); r != nil && r.Handle == pr.EgressHandle {
+			if r := cur.root(); r != nil && ownsRoot(cur, pr) {
 				if err := c.delQdisc(idx, r.Handle, plan.HandleRoot); err != nil && !gone(err) {
 					return explain("remove previous egress root", err, "")
 				}
 			}
 		}
 		if p.Ingress == nil && pr.Ingress {
-			if r := cur.ingress(); r != nil && r.Kind == "ingress" {
+			if r := cur.ingress(); r != nil && c.ownsIngress(cur, pr) {
 				if err := c.delQdisc(idx, r.Handle, plan.HandleIngress); err != nil && !gone(err) {
 					return explain("remove previous ingress qdisc", err, "")
 				}
@@ -459,12 +458,14 @@ func (c *Conn) Remove(o *Owned) error {
 			errs = append(errs, err)
 			break
 		}
-		if r := cur.root(); o.EgressRoot && r != nil && r.Handle == o.EgressHandle {
+		// Only what is still the tree sqm recorded: with a stale state
+		// the device may hold someone else's tree under the same handle.
+		if r := cur.root(); r != nil && ownsRoot(cur, o) {
 			if err := c.delQdisc(l.Index, r.Handle, plan.HandleRoot); err != nil && !gone(err) {
 				errs = append(errs, explain("remove egress root", err, ""))
 			}
 		}
-		if r := cur.ingress(); o.Ingress && r != nil && r.Kind == "ingress" {
+		if r := cur.ingress(); r != nil && c.ownsIngress(cur, o) {
 			if err := c.delQdisc(l.Index, r.Handle, plan.HandleIngress); err != nil && !gone(err) {
 				errs = append(errs, explain("remove ingress qdisc", err, ""))
 			}

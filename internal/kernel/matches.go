@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -407,4 +408,119 @@ func filterDesc(f *object) string {
 		}
 	}
 	return d.String()
+}
+
+// ownsRoot reports whether cur's root qdisc is the egress tree sqm
+// recorded in o. The handle alone proves nothing: "root handle 1: htb" is
+// what sqm installs and also what an administrator typing the textbook
+// command gets, so with a stale state file `sqm stop` would delete the
+// administrator's tree. When o carries the applied plan (every state
+// written since plans were recorded) the device's qdiscs and htb classes
+// must be exactly the recorded ones, kind, handle and parent; option
+// values may differ (someone may have tuned them). Without a plan only
+// the handle can be compared, as before.
+func ownsRoot(cur *tree, o *Owned) bool {
+	r := cur.root()
+	if o == nil || !o.EgressRoot || r == nil || r.Handle != o.EgressHandle {
+		return false
+	}
+	if o.Plan == nil || o.Plan.Egress == nil {
+		return true
+	}
+	return sameShape(planShape(o.Plan.Egress), treeShape(cur))
+}
+
+// ownsIngress reports whether cur's ingress qdisc is the one sqm recorded
+// in o: an ingress (not clsact) qdisc whose filters are exactly the
+// recorded hook filters (redirect targets aside: the IFB's index changes
+// when it is re-created). An ingress qdisc with filters sqm did not add is
+// someone else's.
+func (c *Conn) ownsIngress(cur *tree, o *Owned) bool {
+	r := cur.ingress()
+	if o == nil || !o.Ingress || r == nil || r.Kind != "ingress" {
+		return false
+	}
+	if o.Plan == nil || o.Plan.Ingress == nil {
+		return true
+	}
+	anyDev := func(string) (int, error) { return 1, nil }
+	want := map[string]int{}
+	for i := range o.Plan.Ingress.Hook {
+		op, err := filterOp(o.Interface, &o.Plan.Ingress.Hook[i], c.tick, anyDev)
+		if err != nil {
+			return false
+		}
+		want[noIfindex(op.fd.String())]++
+	}
+	for i := range cur.filters {
+		if f := &cur.filters[i]; f.Parent == ingressHandle {
+			want[noIfindex(filterDesc(f))]--
+		}
+	}
+	for _, n := range want {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// noIfindex drops redirect targets' interface indexes from a filter
+// description.
+func noIfindex(desc string) string {
+	f := strings.Fields(desc)
+	for i := range f {
+		if i > 0 && f[i-1] == "ifindex" {
+			f[i] = "N)"
+		}
+	}
+	return strings.Join(f, " ")
+}
+
+// planShape and treeShape list a tree's qdiscs and htb classes as
+// "kind handle parent", the structure ownsRoot compares.
+func planShape(t *plan.Tree) []string {
+	var s []string
+	for _, q := range t.Qdiscs {
+		s = append(s, fmt.Sprintf("qdisc %s %s parent %s", q.Kind, q.Handle, q.Parent))
+	}
+	for _, cl := range t.Classes {
+		s = append(s, fmt.Sprintf("class htb %s parent %s", cl.ClassID, cl.Parent))
+	}
+	return s
+}
+
+func treeShape(cur *tree) []string {
+	var s []string
+	for i := range cur.qdiscs {
+		q := &cur.qdiscs[i]
+		// As in compareTree: the kernel's own defaults (handle 0:) and
+		// the ingress side are not part of the root tree.
+		if q.Handle.Major() == 0 || q.Parent == plan.HandleIngress {
+			continue
+		}
+		s = append(s, fmt.Sprintf("qdisc %s %s parent %s", q.Kind, q.Handle, q.Parent))
+	}
+	for i := range cur.classes {
+		cl := &cur.classes[i]
+		if cl.Kind != "htb" {
+			continue
+		}
+		parent := cl.Parent
+		if parent == plan.HandleRoot {
+			parent = plan.MakeHandle(cl.Handle.Major(), 0)
+		}
+		s = append(s, fmt.Sprintf("class htb %s parent %s", cl.Handle, parent))
+	}
+	return s
+}
+
+func sameShape(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	sort.Strings(a)
+	sort.Strings(b)
+	return slices.Equal(a, b)
 }
