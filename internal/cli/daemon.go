@@ -40,6 +40,11 @@ func cmdDaemon() *command {
     --stop-on-exit.
 
 It logs one line per event to stderr and nothing while nothing happens.
+Lines about a section follow its verbosity option (sqm-scripts' levels: 0
+silent, 1 error, 2 warning, 5 info, the default, 8 debug, 10 trace);
+--log-level sets the level of the others. A section with debug_logging '1'
+also has every line about it, with each netlink change sqm sends, appended
+to <state-dir>/<iface>.debug.log (started over at 1 MiB).
 
 The settings can also be given in the config file, in a section
 'config sqm 'daemon''; a flag given on the command line wins:
@@ -79,13 +84,16 @@ Example:
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
 				return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 			}
-			log := newLogger(env.Stderr, level)
+			logs := newSectionLogs(env.Stderr, level)
+			defer logs.close()
+			log := logs.logger()
 			dir := stateDir(env, fs)
 			conn, err := kernel.Open()
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
+			conn.SetTrace(logs.trace(log))
 
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -118,7 +126,14 @@ Example:
 				},
 				ConfigPath: configSource(fs),
 				Load: func(path string) ([]config.Queue, error) {
-					return loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
+					qs, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
+					if err == nil {
+						if lerr := logs.configure(qs, dir, "debug", true); lerr != nil {
+							log.Error("cannot write a debug log", "err", lerr)
+						}
+						debugHeader(log, qs, "daemon (re)load")
+					}
+					return qs, err
 				},
 				Lock: func() (func(), error) {
 					l, err := service.AcquireLock(dir, lockWait)

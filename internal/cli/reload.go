@@ -37,6 +37,9 @@ Example:
 				return err
 			}
 			defer s.close()
+			if err := s.sections(qs, "start-sqm", "reload"); err != nil {
+				return err
+			}
 			outs, err := s.svc.Reload(qs, s.source, service.PrepareOptions{Ifaces: args})
 			printOutcomes(env.Stdout, outs)
 			return err

@@ -41,6 +41,9 @@ Example:
 				return err
 			}
 			defer s.close()
+			if err := s.sections(qs, "start-sqm", "restart"); err != nil {
+				return err
+			}
 			outs, err := s.svc.Restart(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err

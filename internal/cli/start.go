@@ -59,11 +59,6 @@ func stateDir(env *Env, fs *flag.FlagSet) string {
 	return defaultStateDir
 }
 
-// newLogger logs to w as text, one line per event.
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
 // buildPlan is the service's planner: the real recipes at the interface's
 // MTU.
 func buildPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
@@ -80,11 +75,25 @@ type session struct {
 	conn   *kernel.Conn
 	lock   *service.Lock
 	source string
+	dir    string
+	logs   *sectionLogs
 }
 
 func (s *session) close() {
+	s.logs.close()
 	s.lock.Release()
 	s.conn.Close()
+}
+
+// sections makes the sections' verbosity and debug_logging options govern
+// the log lines about them (sectionLogs); file is the debug log's name,
+// "start-sqm" or "stop-sqm" as in sqm-scripts.
+func (s *session) sections(qs []config.Queue, file, command string) error {
+	if err := s.logs.configure(qs, s.dir, file, false); err != nil {
+		return err
+	}
+	debugHeader(s.svc.Log, qs, command)
+	return nil
 }
 
 // openSession locks the state directory and connects to the kernel. Every
@@ -101,14 +110,17 @@ func openSession(env *Env, fs *flag.FlagSet) (*session, error) {
 		lock.Release()
 		return nil, err
 	}
+	logs := newSectionLogs(env.Stderr, slog.LevelWarn)
+	log := logs.logger()
+	conn.SetTrace(logs.trace(log))
 	return &session{
 		svc: &service.Service{
 			Kernel: conn,
 			Store:  &service.Store{Dir: dir},
 			Plan:   buildPlan,
-			Log:    newLogger(env.Stderr, slog.LevelWarn),
+			Log:    log,
 		},
-		conn: conn, lock: lock, source: configSource(fs),
+		conn: conn, lock: lock, source: configSource(fs), dir: dir, logs: logs,
 	}, nil
 }
 
@@ -135,6 +147,13 @@ error here; 'sqm daemon' waits for it instead.
 sqm refuses to replace a root or ingress qdisc it did not install (e.g. one
 set up by hand or another tool); --force replaces it.
 
+Each section's verbosity option (sqm-scripts' levels: 0 silent, 1 error,
+2 warning, 5 info, the default, 8 debug, 10 trace) gates the log lines
+about it on stderr. With debug_logging '1', every line about the section,
+at every level, and each netlink change sqm sends for it are also written
+to <state-dir>/<iface>.start-sqm.log ('sqm stop': <iface>.stop-sqm.log),
+rewritten by each run, as sqm-scripts does.
+
 Example:
 
   $ sqm start
@@ -156,6 +175,9 @@ Example:
 				return err
 			}
 			defer s.close()
+			if err := s.sections(qs, "start-sqm", "start"); err != nil {
+				return err
+			}
 			outs, err := s.svc.Start(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"sqm/internal/config"
 	"sqm/internal/service"
 )
 
@@ -34,6 +35,16 @@ Example:
 				return err
 			}
 			defer s.close()
+			// The sections as they were applied: their options say how
+			// to log their removal.
+			states, _ := s.svc.Store.All()
+			qs := make([]config.Queue, 0, len(states))
+			for _, st := range states {
+				qs = append(qs, st.Queue)
+			}
+			if err := s.sections(qs, "stop-sqm", "stop"); err != nil {
+				return err
+			}
 			outs, err := s.svc.Stop(service.StopOptions{Ifaces: args, Source: configSource(fs)})
 			printOutcomes(env.Stdout, outs)
 			return err

@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"sqm/internal/config"
+	"sqm/internal/kernel"
+	"sqm/internal/plan"
+)
+
+// levelTrace is sqm-scripts' TRACE verbosity (10), below slog's Debug.
+const levelTrace = slog.LevelDebug - 4
+
+// verbosityLevel maps sqm-scripts' verbosity option (0 silent, 1 error,
+// 2 warning, 5 info, 8 debug, 10 trace; a message is shown when its level
+// is at most the verbosity) to the lowest slog level shown. show is false
+// for 0: nothing at all.
+func verbosityLevel(v int) (level slog.Level, show bool) {
+	switch {
+	case v >= 10:
+		return levelTrace, true
+	case v >= 8:
+		return slog.LevelDebug, true
+	case v >= 5:
+		return slog.LevelInfo, true
+	case v >= 2:
+		return slog.LevelWarn, true
+	case v >= 1:
+		return slog.LevelError, true
+	}
+	return slog.LevelError, false
+}
+
+// debugLogMax bounds a debug log the daemon appends to: the state
+// directory is a small tmpfs on a router.
+const debugLogMax = 1 << 20
+
+// sectionLogs routes log records by the section they are about (their
+// "interface" attribute, or the IFB of that interface) so that each
+// section's verbosity and debug_logging options work as in sqm-scripts:
+//
+//   - verbosity gates the lines about that section on stderr (the daemon's
+//     log); lines about no section use the command's own level;
+//   - debug_logging '1' also writes every line about the section, at every
+//     level down to trace, with each netlink change sqm sends (kernel
+//     SetTrace, the equivalent of sqm-scripts' logged tc commands), to a
+//     file in the state directory: <iface>.start-sqm.log or
+//     <iface>.stop-sqm.log, rewritten by each command as sqm-scripts does,
+//     or <iface>.debug.log, appended to by the daemon (cut at 1 MiB).
+type sectionLogs struct {
+	mu       sync.Mutex
+	out      slog.Handler
+	level    slog.Level
+	sections map[string]*sectionLog // by interface and by its IFB
+}
+
+type sectionLog struct {
+	iface string
+	show  bool
+	level slog.Level
+	path  string
+	file  *os.File
+	size  int64
+}
+
+func newSectionLogs(w io.Writer, level slog.Level) *sectionLogs {
+	return &sectionLogs{
+		out:      slog.NewTextHandler(w, &slog.HandlerOptions{Level: levelTrace, ReplaceAttr: levelNames}),
+		level:    level,
+		sections: map[string]*sectionLog{},
+	}
+}
+
+// levelNames prints levelTrace as TRACE rather than DEBUG-4.
+func levelNames(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.LevelKey && len(groups) == 0 {
+		if l, ok := a.Value.Any().(slog.Level); ok && l <= levelTrace {
+			a.Value = slog.StringValue("TRACE")
+		}
+	}
+	return a
+}
+
+// logger returns a logger over the routing handler.
+func (s *sectionLogs) logger() *slog.Logger { return slog.New(&sectionHandler{s: s}) }
+
+// configure sets the sections records are routed by, replacing earlier
+// ones. With dir non-empty, sections with debug_logging get a debug file
+// there: named file (e.g. "start-sqm") truncated, or with appendMode
+// "debug" appended to. Files of sections no longer configured are closed.
+func (s *sectionLogs) configure(qs []config.Queue, dir, file string, appendMode bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.sections
+	s.sections = map[string]*sectionLog{}
+	var errs []error
+	for i := range qs {
+		q := &qs[i]
+		if !q.Enabled || q.Interface == "" || s.sections[q.Interface] != nil {
+			continue
+		}
+		level, show := verbosityLevel(q.Verbosity)
+		sl := &sectionLog{iface: q.Interface, show: show, level: level}
+		if q.DebugLogging && dir != "" {
+			sl.path = filepath.Join(dir, q.Interface+"."+file+".log")
+			if prev := old[q.Interface]; prev != nil && prev.path == sl.path && prev.file != nil {
+				sl.file, sl.size = prev.file, prev.size
+				prev.file = nil // handed over
+			} else if err := sl.open(appendMode); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.sections[q.Interface] = sl
+		s.sections[plan.IFBName(q.Interface)] = sl
+	}
+	for _, sl := range old {
+		if sl.file != nil {
+			sl.file.Close()
+			sl.file = nil
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("debug_logging: %w", errs[0])
+	}
+	return nil
+}
+
+func (sl *sectionLog) open(appendMode bool) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if appendMode {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	if err := os.MkdirAll(filepath.Dir(sl.path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(sl.path, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err == nil {
+		sl.size = fi.Size()
+	}
+	sl.file = f
+	return nil
+}
+
+// write sends r to the debug file, starting the file over when it
+// reaches debugLogMax.
+func (sl *sectionLog) write(ctx context.Context, r slog.Record) {
+	if sl.file == nil {
+		return
+	}
+	if sl.size >= debugLogMax {
+		if err := sl.file.Truncate(0); err == nil {
+			sl.size = 0
+			fmt.Fprintf(sl.file, "(sqm: %s was cut at %d bytes)\n", filepath.Base(sl.path), debugLogMax)
+		}
+	}
+	cw := &countWriter{w: sl.file}
+	h := slog.NewTextHandler(cw, &slog.HandlerOptions{Level: levelTrace, ReplaceAttr: levelNames})
+	_ = h.Handle(ctx, r)
+	sl.size += cw.n
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// close closes every debug file.
+func (s *sectionLogs) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sl := range s.sections {
+		if sl.file != nil {
+			sl.file.Close()
+			sl.file = nil
+		}
+	}
+}
+
+// trace is a kernel.Conn trace function: each change, at debug level
+// (sqm-scripts logs each successful command at DEBUG), under the
+// interface it belongs to.
+func (s *sectionLogs) trace(log *slog.Logger) func(kernel.Op) {
+	return func(op kernel.Op) {
+		iface := op.Device
+		s.mu.Lock()
+		if sl := s.sections[op.Device]; sl != nil {
+			iface = sl.iface
+		}
+		s.mu.Unlock()
+		args := []any{"interface", iface, "device", op.Device, "op", op.What}
+		if op.Err != nil {
+			args = append(args, "err", op.Err)
+		} else {
+			args = append(args, "result", "ok")
+		}
+		log.Debug("netlink", args...)
+	}
+}
+
+type sectionHandler struct {
+	s     *sectionLogs
+	attrs []slog.Attr
+}
+
+func (h *sectionHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if l >= h.s.level {
+		return true
+	}
+	for _, sl := range h.s.sections {
+		if (sl.show && l >= sl.level) || sl.file != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *sectionHandler) Handle(ctx context.Context, r slog.Record) error {
+	if len(h.attrs) > 0 {
+		r = r.Clone()
+		r.AddAttrs(h.attrs...)
+	}
+	iface := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "interface" {
+			iface = a.Value.String()
+			return false
+		}
+		return true
+	})
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	sl := h.s.sections[iface]
+	if sl == nil {
+		if r.Level >= h.s.level {
+			return h.s.out.Handle(ctx, r)
+		}
+		return nil
+	}
+	sl.write(ctx, r)
+	if sl.show && r.Level >= sl.level {
+		return h.s.out.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *sectionHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sectionHandler{s: h.s, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+// WithGroup is not used by sqm's loggers; groups are flattened.
+func (h *sectionHandler) WithGroup(string) slog.Handler { return h }
+
+// debugHeader starts each debug log with the command and sqm's version,
+// at trace level (stderr shows it only with verbosity 10).
+func debugHeader(log *slog.Logger, qs []config.Queue, command string) {
+	for _, q := range qs {
+		if q.Enabled && q.DebugLogging {
+			log.Log(context.Background(), levelTrace, "sqm "+command, "interface", q.Interface, "section", q.Name,
+				"version", Version, "verbosity", q.Verbosity)
+		}
+	}
+}
