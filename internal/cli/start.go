@@ -138,8 +138,9 @@ func cmdStart() *command {
 		usage:   "sqm start [--config FILE] [--force] [--state-dir DIR] [IFACE...]",
 		help: `Applies every enabled 'config queue' section of the config file (or only
 those for the named interfaces). Everything is checked first: the config,
-that each interface exists, that no two sections share an interface or an
-IFB device. If anything is wrong nothing is changed. Sections already
+that each interface exists, that no two interfaces need one IFB device. Of
+several enabled sections for one interface only the first is started, with
+a warning naming both. If anything is wrong nothing is changed. Sections already
 applied unchanged are left alone (their counters keep counting); changed
 sections are re-applied. A section whose interface does not exist is an
 error here; 'sqm daemon' waits for it instead.
