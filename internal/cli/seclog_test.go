@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
@@ -187,3 +189,87 @@ func TestDebugLoggingNetlink(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonDebugLog runs `sqm daemon` in a namespace with a section that
+// has debug_logging '1' and verbosity '8': its start-up apply must be
+// appended to <state>/wan0.debug.log with the netlink changes, and appear
+// on stderr at debug level; then SIGTERM-like cancellation stops it.
+func TestDaemonDebugLog(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "sqmdd")
+	if err := ns.Veth("wan0", ns, "wan1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Up("wan0", "wan1"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf, state := filepath.Join(dir, "sqm"), filepath.Join(dir, "state")
+	c := "config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan0'\n\toption download '0'\n\toption upload '10000'\n" +
+		"\toption script 'simple.qos'\n\toption qdisc 'pfifo'\n\toption debug_logging '1'\n\toption verbosity '8'\n"
+	if err := os.WriteFile(conf, []byte(c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb lockedBuffer
+	done := make(chan int)
+	go func() {
+		code := -1
+		ns.Do(func() error {
+			code = run(ctx, &Env{Stdout: &errb, Stderr: &errb, Getenv: func(string) string { return "" }},
+				[]string{"daemon", "--config", conf, "--state-dir", state, "--stop-on-exit", "--check-interval", "0", "--poll-interval", "0"})
+			return nil
+		})
+		done <- code
+	}()
+	// Wait for the start-up apply (the daemon writes state after it).
+	log := filepath.Join(state, "wan0.debug.log")
+	for i := 0; ; i++ {
+		if b, _ := os.ReadFile(filepath.Join(state, "wan0.state.json")); len(b) > 0 {
+			break
+		}
+		if i == 600 {
+			cancel()
+			t.Fatalf("daemon did not apply wan0 within a minute; its output:\n%s", errb.String())
+		}
+		sleep100ms()
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("daemon exit %d:\n%s", code, errb.String())
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`msg="sqm daemon (re)load" interface=wan0`, `op="add qdisc htb 1: (parent root) on wan0" result=ok`,
+		`msg=applied interface=wan0`, `op="delete qdisc 1: (parent root)" result=ok`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("wan0.debug.log lacks %q:\n%s", want, b)
+		}
+	}
+	if !strings.Contains(errb.String(), `level=DEBUG msg=netlink interface=wan0`) {
+		t.Errorf("verbosity 8 did not show the netlink lines on stderr:\n%s", errb.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the daemon's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *lockedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *lockedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func sleep100ms() { time.Sleep(100 * time.Millisecond) }
