@@ -113,7 +113,9 @@ type Owned struct {
 	IFB          string      `json:"ifb,omitempty"`
 	IFBIndex     int         `json:"ifb_index,omitempty"`
 	// Plan is the plan that produced this state. Apply uses it to rebuild
-	// the previous tree when a new one fails half-way.
+	// the previous tree when a new one fails half-way, and Apply and
+	// Remove compare the device with it to tell sqm's tree from someone
+	// else's under the same handle (ownsRoot, ownsIngress).
 	Plan *plan.Plan `json:"plan,omitempty"`
 }
 
