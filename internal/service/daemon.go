@@ -43,7 +43,9 @@ type Daemon struct {
 	// event for an interface is handled at once (an interface that
 	// reappears is shaped within one apply, not after a quiet period),
 	// later events within Debounce of that are collected and handled once
-	// the events have been quiet for Debounce. Default 1 s.
+	// the events have been quiet for Debounce. 0 means the default, 1 s;
+	// negative means none: every event is handled at once (sqm daemon
+	// --debounce 0).
 	Debounce   time.Duration
 	CheckEvery time.Duration // drift check period; default 30 s; <0 disables
 	PollEvery  time.Duration // config mtime poll period; default 5 s; <0 disables
