@@ -421,6 +421,9 @@ func FuzzParse(f *testing.F) {
 			f.Add(string(b))
 		}
 	}
+	for _, opt := range []string{"tcTSIZE '4000000000'", "tcTSIZE '32749'", "tcMTU '65536'", "tcMPU '65535'", "overhead '-1500'", "overhead '1500'", "etarget '4294s'", "ilimit '4294967295'"} {
+		f.Add("config queue 'q'\n\toption " + opt + "\n")
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		file, err := Parse("fuzz", strings.NewReader(in))
 		if err != nil {
@@ -434,6 +437,17 @@ func FuzzParse(f *testing.F) {
 				if err := q.Validate(); err != nil {
 					t.Fatalf("enabled queue %q passed Parse but not Validate: %v", q.Name, err)
 				}
+			}
+			// Every section's numbers are within the kernel's bounds,
+			// disabled ones included (issue 10 item 7).
+			for option, n := range map[string]int64{"overhead": int64(q.Overhead), "tcMTU": int64(q.StabMTU),
+				"tcTSIZE": int64(q.StabTSize), "tcMPU": int64(q.StabMPU)} {
+				if msg := rangeMsg(option, n); msg != "" {
+					t.Fatalf("queue %q passed Parse with %s", q.Name, msg)
+				}
+			}
+			if q.Download > MaxKbit || q.Upload > MaxKbit || q.ITarget.Value > MaxTarget || q.ETarget.Value > MaxTarget {
+				t.Fatalf("queue %q passed Parse with a rate or target out of range: %+v", q.Name, q)
 			}
 			s := file.UCI.Lookup(q.Name)
 			if s == nil {
