@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
@@ -33,7 +34,7 @@ Example (cable line measured at 100/20 Mbit/s, shaped to 90 %):
 			fs.String("iface", "", "interface to shape (required)")
 			fs.String("down", "", "download (ingress) rate, e.g. 90mbit; 0: none (required)")
 			fs.String("up", "", "upload (egress) rate, e.g. 18mbit; 0: none (required)")
-			fs.String("script", "", "recipe: simplest, simple, simplest_tbf, piece_of_cake, layer_cake (default: sqm-scripts' default)")
+			fs.String("script", "", "recipe: "+strings.Join(config.Scripts(), ", ")+" (default: piece_of_cake)")
 			fs.String("qdisc", "", "leaf qdisc, e.g. cake, fq_codel, pfifo (default: sqm-scripts' default)")
 			fs.String("linklayer", "", "link-layer accounting: none, ethernet or atm")
 			fs.String("overhead", "", "per-packet overhead in bytes (may be negative)")
