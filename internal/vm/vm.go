@@ -410,7 +410,10 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 	c.CharDev("dev/console", 0o600, 5, 1)
 	c.File("bin/busybox", 0o755, bb)
 	c.Symlink("bin/sh", "busybox")
-	c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	// The wrapper also logs each on-demand load to the kernel log (at
+	// info level: on the console only with loglevel=7 or ignore_loglevel),
+	// so a console capture shows which module the kernel asked for when.
+	c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\necho \"<6>sqm-vm: modprobe $*\" > /dev/kmsg\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
 	for _, m := range mods {
 		c.File("lib/modules/"+m.Name, 0o644, m.Data)
 	}
