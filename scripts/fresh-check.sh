@@ -182,6 +182,10 @@ t1=$(date +%s)
 set +e
 unshare --mount --propagation private --pid --fork --kill-child -- sh -euc '
 	r=$1
+	# The root must be a mount point, as / is on a machine: `ip netns exec`
+	# runs `mount --make-rslave /`, which fails with EINVAL on a plain
+	# directory.
+	mount --bind "$r" "$r"
 	mount -t proc proc "$r/proc"
 	mount --rbind /sys "$r/sys" && mount --make-rslave "$r/sys"
 	mount --rbind /dev "$r/dev" && mount --make-rslave "$r/dev"
