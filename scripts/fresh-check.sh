@@ -104,6 +104,7 @@ if [ ! -s "$tarball" ] || [ "${SQM_FRESH_REBUILD:-0}" = 1 ]; then
 		rm -rf --one-file-system "$build"
 		die "debootstrap failed (log: $build.log)"
 	fi
+	chmod 0755 "$build"
 	tar -C "$build" --numeric-owner -cf "$tarball.tmp" .
 	mv "$tarball.tmp" "$tarball"
 	rm -rf --one-file-system "$build" "$build.log"
@@ -136,6 +137,10 @@ trap 'exit 130' INT TERM HUP
 
 mkdir "$root"
 tar -C "$root" --numeric-owner -xpf "$tarball"
+# / is 0755 on a machine; mktemp -d made the debootstrap target 0700 (and
+# tar -p restores that), which locks every non-root user, apt's _apt
+# included, out of the whole root.
+chmod 0755 "$root"
 cp -a /usr/local/go "$root/usr/local/go"
 # The chroot shares this machine's network (apt and the Go module proxy
 # need it), so it takes its resolver configuration.
