@@ -228,6 +228,10 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		Env:     []string{labResultEnv + "=" + vm.GuestOutDir + "/result"},
 		OutDir:  share,
 		Stdout:  env.Stderr,
+		// Kernel warnings and stacks among the lab's progress lines: if
+		// the guest locks up, the run ends with the evidence (see
+		// internal/vm's kernelCmdline).
+		KernelArgs: vm.VerboseKernelArgs,
 		// Two tests of 2×d each (speedtest runs the directions one after
 		// the other) plus idle phases, setup and boot: about 4×d + 1 min on
 		// a quiet host. Bounded so that a guest that locks up (seen once,

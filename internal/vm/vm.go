@@ -73,7 +73,21 @@ type Config struct {
 // pure emulation on a busy host the kernel's IO-APIC timer check can see
 // too few ticks and panic ("IO-APIC + timer doesn't work"); seen here once
 // in a loaded run. The check guards real hardware, not TCG.
-const kernelCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init no_timer_check"
+//
+// softlockup_panic=1 softlockup_all_cpu_backtrace=1: a guest CPU stuck for
+// more than 20 s (seen in `sqm lab --vm` right after shaping was applied,
+// issue 9) otherwise leaves the VM hanging until the run's timeout, minutes
+// later, with nothing but the "BUG: soft lockup" line to go on. Now every
+// CPU's stack is printed (on the console with loglevel=5 or higher, which
+// lab --vm and vmtest ask for) and the panic ends the run at once (panic=-1
+// reboots, -no-reboot makes qemu exit), so the run fails in seconds with
+// the evidence in its output.
+const kernelCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init no_timer_check softlockup_panic=1 softlockup_all_cpu_backtrace=1"
+
+// VerboseKernelArgs raise the guest console's log level to show kernel
+// warnings and stack traces (soft lockups, WARN_ON) among the command's
+// output, but not the informational boot and link messages.
+var VerboseKernelArgs = []string{"loglevel=5"}
 
 // KernelArgsEnv names an environment variable whose words are appended to
 // the guest kernel's command line after Config.KernelArgs, so that any
@@ -196,6 +210,7 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		blank    int
 		exited   bool
 		failMsg  string
+		lockup   string
 		tail     = newTail(40)
 		startTag = "SQM-VM-START-" + nonce
 		exitTag  = "SQM-VM-EXIT-" + nonce + "="
@@ -225,6 +240,9 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 			case strings.Contains(text, failTag):
 				failMsg = text[strings.Index(text, failTag)+len(failTag):]
 			default:
+				if lockup == "" && strings.Contains(text, "BUG: soft lockup") {
+					lockup = strings.TrimSpace(text)
+				}
 				tail.add(text)
 				if started && !exited {
 					// init prints an empty line before the exit marker so
@@ -256,6 +274,9 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		what = "could not set up: " + failMsg
 	case started:
 		what = "stopped before the command finished"
+	}
+	if lockup != "" {
+		what += " (the guest kernel reported a soft lockup and panicked: " + lockup + "; with vm.VerboseKernelArgs the console output above has every CPU's stack)"
 	}
 	if ctx.Err() != nil {
 		what += fmt.Sprintf(" (timed out after %s)", cfg.Timeout.Round(time.Second))

@@ -308,3 +308,51 @@ func TestBootBadKernel(t *testing.T) {
 	}
 	t.Logf("error: %v", err)
 }
+
+// TestBootReportsSoftLockup runs Boot against a fake qemu that prints the
+// start marker of the initramfs it is given, then what a guest that locked
+// up prints before softlockup_panic powers it off: the error must say that
+// the guest locked up, not only that the command did not finish.
+func TestBootReportsSoftLockup(t *testing.T) {
+	busybox, err := findBusybox("")
+	if err != nil {
+		t.Skipf("no static busybox (apt-get install busybox-static): %v", err)
+	}
+	mods := t.TempDir()
+	dep := ""
+	for _, m := range []string{"virtio_pci", "9pnet_virtio", "9p"} {
+		os.WriteFile(filepath.Join(mods, m+".ko"), []byte("ELF"), 0o644)
+		dep += m + ".ko:\n"
+	}
+	os.WriteFile(filepath.Join(mods, "modules.dep"), []byte(dep), 0o644)
+	fake := filepath.Join(t.TempDir(), "qemu")
+	os.WriteFile(fake, []byte(`#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = -initrd ] && initrd=$2; shift; done
+marker=$(gzip -dc "$initrd" | grep -a -o 'SQM-VM-START-[0-9a-f]*' | head -n 1)
+echo "$marker"
+echo "[   31.2] watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [swapper/0:0]"
+echo "[   31.3] Kernel panic - not syncing: softlockup: hung tasks"
+`), 0o755)
+	var console bytes.Buffer
+	_, err = Boot(context.Background(), Config{
+		Command: []string{"true"}, Kernel: Kernel{Image: "/vmlinuz", Modules: mods},
+		QEMU: fake, Busybox: busybox, Stdout: &console, Timeout: time.Minute,
+	})
+	if err == nil || !errors.Is(err, ErrNoBoot) {
+		t.Fatalf("err = %v, want ErrNoBoot", err)
+	}
+	if !strings.Contains(err.Error(), "soft lockup") || !strings.Contains(err.Error(), "stuck for 23s") {
+		t.Errorf("error does not name the lockup: %v", err)
+	}
+	if !strings.Contains(console.String(), "BUG: soft lockup") {
+		t.Errorf("console output lacks the lockup line: %q", console.String())
+	}
+}
+
+func TestKernelCmdlineLockupDiagnostics(t *testing.T) {
+	for _, want := range []string{"softlockup_panic=1", "softlockup_all_cpu_backtrace=1", "panic=-1"} {
+		if !strings.Contains(" "+kernelCmdline+" ", " "+want+" ") {
+			t.Errorf("kernel command line %q lacks %s", kernelCmdline, want)
+		}
+	}
+}

@@ -176,8 +176,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Command: []string{"/bin/sh", vm.GuestOutDir + "/run.sh"},
 		OutDir:  work,
 		Shares:  shares,
-		Timeout: *vmTimeout,
-		Stdout:  sum,
+		// Kernel warnings and stacks (a soft lockup, a WARN_ON) show up
+		// in the streamed console; the verdict comes from the logs.
+		KernelArgs: vm.VerboseKernelArgs,
+		Timeout:    *vmTimeout,
+		Stdout:     sum,
 	})
 	sum.flush()
 	if err != nil {
