@@ -341,7 +341,9 @@ echo "[   31.3] Kernel panic - not syncing: softlockup: hung tasks"
 	if err == nil || !errors.Is(err, ErrNoBoot) {
 		t.Fatalf("err = %v, want ErrNoBoot", err)
 	}
-	if !strings.Contains(err.Error(), "soft lockup") || !strings.Contains(err.Error(), "stuck for 23s") {
+	// The first line, not the console tail appended below it.
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	if !strings.Contains(first, "guest kernel reported a soft lockup") || !strings.Contains(first, "stuck for 23s") {
 		t.Errorf("error does not name the lockup: %v", err)
 	}
 	if !strings.Contains(console.String(), "BUG: soft lockup") {
