@@ -39,11 +39,13 @@ type Daemon struct {
 	// Reload requests a reload (SIGHUP).
 	Reload <-chan os.Signal
 
-	// Debounce bounds how often one interface is handled: the first
-	// event for an interface is handled at once (an interface that
-	// reappears is shaped within one apply, not after a quiet period),
-	// later events within Debounce of that are collected and handled once
-	// the events have been quiet for Debounce. 0 means the default, 1 s;
+	// Debounce bounds how often one interface is handled. An event for a
+	// new incarnation of an interface (an ifindex not handled before:
+	// it appeared, or was deleted and re-created, as on a PPPoE
+	// reconnect) is handled at once, so it is shaped within one apply;
+	// so is the first event more than Debounce after the last such
+	// handling. Other events are collected and handled once they have
+	// been quiet for Debounce. 0 means the default, 1 s;
 	// negative means none: every event is handled at once (sqm daemon
 	// --debounce 0).
 	Debounce   time.Duration
@@ -125,9 +127,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	pending := map[string]bool{}
 	resync := false
 	var first time.Time
-	// handled is when each interface was last handled at once (leading
-	// edge); a burst of events after that goes through the debounce.
-	handled := map[string]time.Time{}
+	// handled is which incarnation (ifindex) of each interface was last
+	// handled at once, and when; a burst of events after that goes
+	// through the debounce.
+	type leading struct {
+		index int
+		at    time.Time
+	}
+	handled := map[string]leading{}
 
 	for {
 		select {
@@ -158,13 +165,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 			d.log().Debug("link event", "event", ev.String())
 			if !ev.Resync && !ev.Deleted && d.configured(ev.Name) {
-				if last, ok := handled[ev.Name]; !ok || time.Since(last) >= debounce {
+				// Deleting an interface first reports it down (same
+				// index), then deleted; its re-creation has a new index.
+				// Keying on the index keeps the old one's last events
+				// from using up the new one's immediate handling.
+				if h, ok := handled[ev.Name]; !ok || h.index != ev.Index || time.Since(h.at) >= debounce {
 					// Leading edge: shape an interface that (re)appears
 					// without waiting. The debounced pass below still
 					// follows, and finds the tree unchanged unless later
 					// events changed something.
 					d.handleLinks([]string{ev.Name}, false)
-					handled[ev.Name] = time.Now()
+					handled[ev.Name] = leading{ev.Index, time.Now()}
 				}
 			}
 			if ev.Resync {

@@ -59,10 +59,11 @@ func (r *daemonRig) writeRaw(s string) {
 
 func startDaemon(t *testing.T, k *fakeKernel, restore bool, qs ...config.Queue) *daemonRig {
 	t.Helper()
-	return startDaemonDebounce(t, k, restore, 100*time.Millisecond, qs...)
+	return startDaemonWith(t, k, restore, func(*Daemon) {}, qs...)
 }
 
-func startDaemonDebounce(t *testing.T, k *fakeKernel, restore bool, debounce time.Duration, qs ...config.Queue) *daemonRig {
+// startDaemonWith is startDaemon with set changing the Daemon before it runs.
+func startDaemonWith(t *testing.T, k *fakeKernel, restore bool, set func(*Daemon), qs ...config.Queue) *daemonRig {
 	t.Helper()
 	svc, lb := newService(t, k)
 	svc.Now = time.Now
@@ -74,9 +75,10 @@ func startDaemonDebounce(t *testing.T, k *fakeKernel, restore bool, debounce tim
 		Svc: svc, ConfigPath: r.cfg, Load: jsonLoad,
 		Lock:   func() (func(), error) { mu.Lock(); return mu.Unlock, nil },
 		Events: r.events, Reload: r.hup,
-		Debounce: debounce, CheckEvery: 150 * time.Millisecond, PollEvery: 50 * time.Millisecond,
+		Debounce: 100 * time.Millisecond, CheckEvery: 150 * time.Millisecond, PollEvery: 50 * time.Millisecond,
 		Restore: restore, Log: svc.Log,
 	}
+	set(d)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- d.Run(ctx) }()
@@ -249,28 +251,37 @@ func TestDaemonResync(t *testing.T) {
 }
 
 // TestDaemonShapesAppearingInterfaceAtOnce: an interface that appears is
-// shaped by the first event, not after the debounce: with a debounce of an
+// shaped by its first event, not after the debounce: with a debounce of an
 // hour it must still be shaped (the test's 3 s wait would time out).
 func TestDaemonShapesAppearingInterfaceAtOnce(t *testing.T) {
 	k := newFake()
-	// restore off: the drift check would otherwise rebuild the re-created
-	// interface's tree and blur what the link events did.
-	r := startDaemonDebounce(t, k, false, time.Hour, queue("wan", "ppp0", 20000, 5000))
+	// No drift check: it would rebuild the re-created interface's tree
+	// and compare trees itself, blurring what the link events did.
+	r := startDaemonWith(t, k, false, func(d *Daemon) { d.Debounce, d.CheckEvery = time.Hour, -1 }, queue("wan", "ppp0", 20000, 5000))
 	eventually(t, "start logs that ppp0 waits", func() bool { return strings.Contains(r.logs.String(), "waiting") })
 	k.setLink("ppp0", true)
 	r.events <- linkwatch.Event{Name: "ppp0", Index: 9}
 	eventually(t, "ppp0 applied without waiting for the debounce", func() bool { return k.count(k.applies, "ppp0") == 1 })
-	// Re-created (PPPoE reconnect): the old one's deletion, then the new
-	// one; shaped again at once.
+
+	// Re-created (PPPoE reconnect), in the order the kernel reports it:
+	// the old one goes down, is deleted, the new one (a new index)
+	// appears and comes up. The new one is shaped at once as well, though
+	// the old one's last events came within the debounce.
+	r.events <- linkwatch.Event{Name: "ppp0", Index: 9}
 	k.setLink("ppp0", false)
 	r.events <- linkwatch.Event{Name: "ppp0", Index: 9, Deleted: true}
 	k.setLink("ppp0", true)
 	r.events <- linkwatch.Event{Name: "ppp0", Index: 12}
-	// Within the hour-long debounce of the first handling, so this one is
-	// debounced: the leading edge is per interface and per Debounce.
+	eventually(t, "re-created ppp0 applied without waiting for the debounce", func() bool { return k.count(k.applies, "ppp0") == 2 })
+
+	// More events for the same incarnation within the debounce are
+	// debounced: no handling (no comparison with the kernel) now.
+	time.Sleep(100 * time.Millisecond)
+	compared := k.count(k.matches, "ppp0")
+	r.events <- linkwatch.Event{Name: "ppp0", Index: 12, Up: true}
 	time.Sleep(200 * time.Millisecond)
-	if n := k.count(k.applies, "ppp0"); n != 1 {
-		t.Errorf("%d applies; want the second appearance debounced (1 apply)", n)
+	if n := k.count(k.matches, "ppp0"); n != compared {
+		t.Errorf("an event within the debounce for the same ifindex was handled at once (%d comparisons, want %d)", n, compared)
 	}
 }
 

@@ -234,8 +234,8 @@ func TestVMWithoutVeth(t *testing.T) {
 	recreate := "ip link add dm0 type dummy && ip link set dm0 up"
 	for _, p := range []privs{{"root", nil}, netAdminOnly} {
 		t.Run(p.name, func(t *testing.T) {
+			t.Cleanup(func() { r.ns.try("ip link del dm0") })
 			startStopStatusDaemon(t, r, p, "dm0", recreate, shaped)
-			r.ns.sh(t, "ip link del dm0")
 		})
 	}
 	if t.Failed() {
