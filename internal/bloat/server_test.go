@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,20 +46,37 @@ func TestServerRefusals(t *testing.T) {
 	}
 }
 
+// sessionUp returns a Progress hook and a channel closed at its first call:
+// the client then holds a session (progress starts after the welcome), with
+// no guess at how long that takes on a loaded machine.
+func sessionUp() (func(Progress), <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return func(Progress) { once.Do(func() { close(ch) }) }, ch
+}
+
 func TestServerMaxClients(t *testing.T) {
 	addr := startServer(t, "tcp4", "127.0.0.1:0", Limits{MaxClients: 1})
 	done := make(chan error, 1)
+	progress, up := sessionUp()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		_, err := Run(context.Background(), Options{Addr: addr, Mode: ModeIdle, Duration: time.Second, Interval: 50 * time.Millisecond, NoICMP: true})
+		_, err := Run(ctx, Options{Addr: addr, Mode: ModeIdle, Duration: time.Minute, Interval: 50 * time.Millisecond, NoICMP: true, Progress: progress})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-up:
+	case err := <-done:
+		t.Fatalf("first client: %v", err)
+	}
 	_, err := Run(context.Background(), Options{Addr: addr, Mode: ModeIdle, Duration: 100 * time.Millisecond, NoICMP: true})
 	if err == nil || !strings.Contains(err.Error(), "busy") {
 		t.Errorf("second client: %v, want busy", err)
 	}
-	if err := <-done; err != nil {
-		t.Errorf("first client: %v", err)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("first client: %v, want it cancelled", err)
 	}
 }
 
@@ -137,11 +155,16 @@ func TestServerShutdown(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- NewServer(Limits{}, t.Logf).Serve(ctx, ln, pc) }()
 	ran := make(chan error, 1)
+	progress, up := sessionUp()
 	go func() {
-		_, err := Run(context.Background(), Options{Addr: ln.Addr().String(), Mode: ModeSpeedtest, Duration: 20 * time.Second, Idle: -1, NoICMP: true})
+		_, err := Run(context.Background(), Options{Addr: ln.Addr().String(), Mode: ModeSpeedtest, Duration: 20 * time.Second, Idle: -1, NoICMP: true, Progress: progress})
 		ran <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-up:
+	case err := <-ran:
+		t.Fatalf("client: %v", err)
+	}
 	cancel()
 	select {
 	case err := <-served:
