@@ -184,8 +184,12 @@ done
 exit $rc
 '
 t1=$(date +%s)
+# The output also goes to a log next to the work directory (kept after
+# it is removed), from which the failures are summarised at the end.
+log=$work.log
 set +e
-unshare --mount --propagation private --pid --fork --kill-child -- sh -euc '
+{
+	unshare --mount --propagation private --pid --fork --kill-child -- sh -euc '
 	r=$1
 	# The root must be a mount point, as / is on a machine: `ip netns exec`
 	# runs `mount --make-rslave /`, which fails with EINVAL on a plain
@@ -200,7 +204,13 @@ unshare --mount --propagation private --pid --fork --kill-child -- sh -euc '
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		/bin/sh -c "cd /root/sqm && $2"
 ' fresh-check "$root" "$inner"
-rc=$?
+	echo $? >"$work/rc"
+} 2>&1 | tee "$log"
+rc=$(cat "$work/rc" 2>/dev/null || echo 1)
 set -e
-say "$steps: $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - t1)) s; total $(($(date +%s) - t0)) s; commit $sha"
+if [ "$rc" -ne 0 ]; then
+	say "failures (full output in $log):"
+	grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^make(\[[0-9]+\])?: \*\*\*|^fresh-check: === make .*: exit [1-9]' "$log" | sed 's/^/  /' || true
+fi
+say "$steps: $([ "$rc" -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - t1)) s; total $(($(date +%s) - t0)) s; commit $sha"
 exit $rc
