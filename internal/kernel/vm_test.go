@@ -113,15 +113,27 @@ func TestVMStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		sendFrames(t, ns, "wan0", udpFrames(ns, 200, 200))
-		st, err := c.Status("wan0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Cake counts a packet in its tin when it is enqueued but in the
+		// qdisc's packet counter only when it leaves: wait until the
+		// 10 Mbit/s shaper has drained the burst (a run read the counters
+		// with 2 packets still queued: 190 sent + 8 dropped of 200).
+		var st []DeviceStatus
 		var cake *QdiscStatus
-		for i := range st[0].Qdiscs {
-			if st[0].Qdiscs[i].Kind == "cake" {
-				cake = &st[0].Qdiscs[i]
+		for i := 0; i < 50; i++ {
+			var err error
+			if st, err = c.Status("wan0"); err != nil {
+				t.Fatal(err)
 			}
+			cake = nil
+			for j := range st[0].Qdiscs {
+				if st[0].Qdiscs[j].Kind == "cake" {
+					cake = &st[0].Qdiscs[j]
+				}
+			}
+			if cake != nil && cake.BacklogPackets == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		if cake == nil || cake.Cake == nil {
 			t.Fatalf("no cake statistics in %+v", st)
