@@ -234,8 +234,9 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		KernelArgs: vm.VerboseKernelArgs,
 		// Two tests of 2×d each (speedtest runs the directions one after
 		// the other) plus idle phases, setup and boot: about 4×d + 1 min on
-		// a quiet host. Bounded so that a guest that locks up (seen once,
-		// soft lockup while shaping was applied) fails in minutes.
+		// a quiet host. A guest soft lockup panics the VM within about
+		// 20 s (see internal/vm); this bound is for a hang the lockup
+		// detector does not see (a wedged command).
 		Timeout: 4*d + 3*time.Minute,
 	})
 	if err != nil {
