@@ -14,11 +14,11 @@ import (
 func TestMessageRoundTrip(t *testing.T) {
 	tok := bytes.Repeat([]byte{7}, tokenLen)
 	msgs := []*message{
-		{Type: msgHello, Version: 1, DurationMs: 70000, Streams: 8},
+		{Type: msgHello, Version: 1, DurationMs: 70000, GraceMs: 14000, Streams: 8},
 		{Type: msgChallenge, Version: 1, Nonce: bytes.Repeat([]byte{1}, 32)},
 		{Type: msgAuth, MAC: mac("s", []byte("n"))},
 		{Type: msgAuth},
-		{Type: msgWelcome, Token: tok, MaxDurationMs: 1000, MaxStreams: 4},
+		{Type: msgWelcome, Token: tok, MaxDurationMs: 1000, MaxStreams: 4, GraceMs: 14000},
 		{Type: msgError, Error: "busy"},
 		{Type: msgStream, Token: tok, Dir: DirUp, DSCP: 46},
 	}
@@ -31,7 +31,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read %s: %v", m.Type, err)
 		}
-		if got.Type != m.Type || got.DSCP != m.DSCP || !bytes.Equal(got.Token, m.Token) || got.DurationMs != m.DurationMs {
+		if got.Type != m.Type || got.DSCP != m.DSCP || !bytes.Equal(got.Token, m.Token) || got.DurationMs != m.DurationMs || got.GraceMs != m.GraceMs {
 			t.Errorf("round trip %+v → %+v", m, got)
 		}
 	}
@@ -63,6 +63,8 @@ func TestReadMessageRejects(t *testing.T) {
 		{"stream bad dir", frame(`{"type":"stream","token":"AAAAAAAAAAAAAAAAAAAAAA==","dir":"sideways"}`), "direction"},
 		{"stream bad dscp", frame(`{"type":"stream","token":"AAAAAAAAAAAAAAAAAAAAAA==","dir":"up","dscp":64}`), "dscp"},
 		{"auth bad mac", frame(`{"type":"auth","mac":"AAAA"}`), "mac"},
+		{"hello negative grace", frame(`{"type":"hello","duration_ms":5,"grace_ms":-1}`), "grace"},
+		{"welcome negative grace", frame(`{"type":"welcome","token":"AAAAAAAAAAAAAAAAAAAAAA==","grace_ms":-1}`), "grace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +73,38 @@ func TestReadMessageRejects(t *testing.T) {
 				t.Errorf("readMessage = %v, want error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSessionGrace: what a client asks beyond its schedule covers one full
+// upload drain per phase with uploads, and what a server grants.
+func TestSessionGrace(t *testing.T) {
+	base := setupAllowance + maxLateReplyWait
+	for _, tt := range []struct {
+		mode Mode
+		want time.Duration
+	}{
+		{ModeIdle, base},
+		{ModeRRUL, base + maxUploadDrain},
+		{ModeSpeedtest, base + maxUploadDrain},
+	} {
+		o := Options{Addr: "x", Mode: tt.mode}
+		if err := o.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		if got := clientGrace(schedule(&o)); got != tt.want {
+			t.Errorf("%s: clientGrace %v, want %v", tt.mode, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ asked, want time.Duration }{
+		{0, sessionGrace}, // a client from before GraceMs
+		{time.Second, sessionGrace},
+		{14 * time.Second, 14 * time.Second},
+		{time.Hour, maxSessionGrace},
+	} {
+		if got := grantGrace(tt.asked, maxSessionGrace); got != tt.want {
+			t.Errorf("grantGrace(%v) = %v, want %v", tt.asked, got, tt.want)
+		}
 	}
 }
 
