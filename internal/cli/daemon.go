@@ -28,8 +28,10 @@ func cmdDaemon() *command {
   - at start it applies every enabled section; sections whose interface does
     not exist yet (PPPoE, Wi-Fi, VLANs that come late) wait for it;
   - it watches link events over rtnetlink and applies a section as soon as
-    its interface appears or comes back (events within --debounce are one
-    apply), and forgets the state of interfaces that vanish;
+    its interface appears or comes back: a new interface (a new ifindex) is
+    shaped at once, further events within --debounce are one apply; it
+    forgets the state of interfaces that vanish; a foreign qdisc found on
+    an interface that appears is left alone and logged;
   - every --check-interval it compares the kernel with what it applied and
     puts back trees someone removed or replaced (--restore=false: only logs
     the difference, once);

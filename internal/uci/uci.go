@@ -34,8 +34,10 @@
 //
 // libuci_test.go compares Parse with a real `uci` binary built from
 // openwrt/uci on the fixtures, a table of corner cases and random inputs
-// built from UCI's special characters (set SQM_LIBUCI to run it): accept or
-// reject, and every section, option and value, agree. libuci reports the
+// built from UCI's special characters: accept or reject, and every section,
+// option and value, agree. Every `go test` checks against libuci's recorded
+// answers in testdata/differential; with SQM_LIBUCI set it also asks the
+// live binary (and fails if the recording is stale). libuci reports the
 // line before the real one when the last line has no newline; we do not.
 //
 // # Deliberate differences from libuci
