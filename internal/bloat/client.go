@@ -449,7 +449,6 @@ func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*
 	}
 	conn.SetDeadline(time.Time{})
 	if dir == DirUp {
-		setNotSentLowat(conn, loadChunk)
 		st.base, _ = bytesAcked(conn)
 	}
 	st.startT = time.Since(c.start)
@@ -541,18 +540,14 @@ func (st *stream) stop(at time.Duration, drainEnd time.Time) bool {
 	return counted
 }
 
-// stopAll stops streams concurrently, so uploads drain in parallel. The
-// server reads an upload's end only after the queue ahead of it has drained
-// and any segments lost at its tail were retransmitted, which takes a
-// retransmission timeout (seconds on a bloated link): a drain waits up to
-// four times the largest RTT plus 2 s (1 s + 2 RTT missed all five counts
-// in the lab's unshaped upload: 2.4 s of queue, 579 drops), at most
-// maxUploadDrain and never past the session's end. A count that arrives
-// later is lost (the goodput then counts only acknowledged bytes), but the
-// session is not. The wait ends as soon as the count arrives.
+// stopAll stops streams concurrently, so uploads drain in parallel. A
+// drain waits for the queue seen by the probes to empty (twice the largest
+// RTT, plus a second), at most maxUploadDrain and never past the session's
+// end: a count that arrives later is lost (the goodput then counts only
+// acknowledged bytes), but the session is not.
 func (c *client) stopAll(streams []*stream) {
 	at := time.Since(c.start)
-	drain := min(2*time.Second+4*c.maxRTT(), maxUploadDrain)
+	drain := min(time.Second+2*c.maxRTT(), maxUploadDrain)
 	drainEnd := minTime(time.Now().Add(drain), c.end)
 	var wg sync.WaitGroup
 	var lost atomic.Int32

@@ -195,22 +195,6 @@ func listenPing(v6 bool) (net.PacketConn, error) {
 	return net.FilePacketConn(f)
 }
 
-// setNotSentLowat keeps at most about n bytes written but not yet sent in a
-// TCP socket (TCP_NOTSENT_LOWAT): the writer blocks instead. An upload's
-// end (its FIN, then the server's count) queues behind all unsent data, and
-// on a slow bloated uplink a send buffer autotuned to megabytes took longer
-// to send than any drain wait (the lab's unshaped upload: no count within
-// 10 s on 5 of 5 streams).
-func setNotSentLowat(c net.Conn, n int) {
-	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) {
-				unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, n)
-			})
-		}
-	}
-}
-
 // setRcvLowat makes a load socket readable only once n bytes are queued
 // (TCP honours SO_RCVLOWAT for poll since Linux 4.18), so a receiver wakes
 // a few hundred times a second instead of once per couple of segments.

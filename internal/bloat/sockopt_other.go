@@ -32,6 +32,4 @@ func listenPing(v6 bool) (net.PacketConn, error) {
 
 func setRcvLowat(c net.Conn, n int) {}
 
-func setNotSentLowat(c net.Conn, n int) {}
-
 func notSent(c net.Conn) (int64, bool) { return 0, false }
