@@ -540,8 +540,18 @@ func (st *stream) stop(at time.Duration, drainEnd time.Time) bool {
 	return counted
 }
 
-// stopAll stops streams concurrently, so uploads drain in parallel. A
-// drain waits for the queue seen by the probes to empty (twice the largest
+// stopAll stops streams concurrently, so uploads drain in parallel.
+//
+// Known limit, measured in the lab's unshaped 5 Mbit/s upload (2.4 s of
+// modem queue): the server's count never arrives in time there (the FIN
+// queues behind megabytes of autotuned send buffer), so uploads fall back to
+// acknowledged bytes (4.4-4.6 Mbit/s). Bounding the unsent data with
+// TCP_NOTSENT_LOWAT made the count arrive within 3 s, but then the queued
+// bytes count over the phase's time alone and the upload read 5.06 Mbit/s,
+// above the link's 4.78: counting delivered bytes needs the time they took
+// (e.g. the server stamping its count), not only the bytes.
+//
+// A drain waits for the queue seen by the probes to empty (twice the largest
 // RTT, plus a second), at most maxUploadDrain and never past the session's
 // end: a count that arrives later is lost (the goodput then counts only
 // acknowledged bytes), but the session is not.
