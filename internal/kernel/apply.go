@@ -167,7 +167,13 @@ func (t *txn) check(cur *tree, opts ApplyOptions) error {
 	return nil
 }
 
+// resolve maps a device named in the plan (the IFB, as a mirred target)
+// to its ifindex. The IFB this transaction created or checked is already
+// known; asking the kernel again would cost a round trip per use.
 func (t *txn) resolve(dev string) (int, error) {
+	if t.ifbIndex != 0 && t.p.Ingress != nil && dev == t.p.Ingress.IFB {
+		return t.ifbIndex, nil
+	}
 	l, err := t.c.linkByName(dev)
 	if err != nil {
 		return 0, err
@@ -356,6 +362,9 @@ func (t *txn) rollback() error {
 	} else if t.ifbRootDone && t.ifbIndex != 0 {
 		del(t.ifbIndex, 0, plan.HandleRoot)
 	}
+	// The rebuild below may re-create the IFB under a new index: resolve
+	// must ask the kernel again.
+	t.ifbIndex = 0
 	if len(t.lostForeign) > 0 {
 		errs = append(errs, fmt.Errorf("forced over %s, which cannot be restored", strings.Join(t.lostForeign, ", ")))
 	}

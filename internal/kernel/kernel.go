@@ -64,6 +64,9 @@ type Conn struct {
 	afterStep func(step string)
 	// traceFn receives every change sent to the kernel (SetTrace).
 	traceFn func(Op)
+	// lookups counts RTM_GETLINK round trips (linkByName), so tests can
+	// hold Apply to the lookups it needs.
+	lookups int
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

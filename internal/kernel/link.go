@@ -28,6 +28,7 @@ func (c *Conn) linkByName(name string) (*link, error) {
 	if name == "" {
 		return nil, fmt.Errorf("look up device: empty name: %w", ErrNoLink)
 	}
+	c.lookups++
 	// An RTM_GETLINK by name avoids dumping every link on big routers.
 	msgs, err := c.rt.Execute(&rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{Name: name}},
 		unix.RTM_GETLINK, netlink.Request)

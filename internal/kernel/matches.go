@@ -33,8 +33,23 @@ func (c *Conn) Matches(p *plan.Plan) (bool, string, error) {
 // interface's tree so Apply need not dump it again.
 func (c *Conn) matches(p *plan.Plan, l *link) (bool, string, *tree, error) {
 	var diffs []string
-	res := func(dev string) (int, error) {
+	// The IFB is named by the hook's mirred action and by the plan's
+	// ingress; one lookup per device and comparison is enough.
+	type found struct {
+		l   *link
+		err error
+	}
+	seen := map[string]found{}
+	lookup := func(dev string) (*link, error) {
+		if f, ok := seen[dev]; ok {
+			return f.l, f.err
+		}
 		dl, err := c.linkByName(dev)
+		seen[dev] = found{dl, err}
+		return dl, err
+	}
+	res := func(dev string) (int, error) {
+		dl, err := lookup(dev)
 		if err != nil {
 			return 0, err
 		}
@@ -70,7 +85,7 @@ func (c *Conn) matches(p *plan.Plan, l *link) (bool, string, *tree, error) {
 		}
 		diffs = append(diffs, compareFilters(p.Interface, hook, cur.filters, func(f *object) bool { return f.Parent == ingressHandle })...)
 		if in.IFB != "" {
-			il, err := c.linkByName(in.IFB)
+			il, err := lookup(in.IFB)
 			switch {
 			case errors.Is(err, ErrNoLink):
 				diffs = append(diffs, fmt.Sprintf("%s: ifb device missing", in.IFB))
