@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/kernel"
 	"sqm/internal/plan"
 )
 
@@ -28,6 +29,9 @@ type fakeKernel struct {
 	failApply map[string]error
 	// prevPlans is the previous plan Apply was handed last, per interface.
 	prevPlans map[string]*plan.Plan
+	// lookups counts LinkMTU and LinkExists calls (netlink round trips
+	// in the real kernel).
+	lookups int
 	// afterApply, if set, runs after each successful Apply (with the
 	// kernel's lock held), e.g. to break the state directory.
 	afterApply func(iface string)
@@ -48,9 +52,10 @@ var errFakeForeign = errors.New("fake: foreign qdisc")
 func (k *fakeKernel) LinkMTU(iface string) (int, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.lookups++
 	m, ok := k.links[iface]
 	if !ok {
-		return 0, fmt.Errorf("fake: no link %s", iface)
+		return 0, fmt.Errorf("fake: no link %s: %w", iface, kernel.ErrNoLink)
 	}
 	return m, nil
 }
@@ -58,6 +63,7 @@ func (k *fakeKernel) LinkMTU(iface string) (int, error) {
 func (k *fakeKernel) LinkExists(iface string) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.lookups++
 	_, ok := k.links[iface]
 	return ok, nil
 }

@@ -9,6 +9,7 @@ import (
 // satisfies it; tests use a fake, so lifecycle, state and daemon logic are
 // tested without root.
 type Kernel interface {
+	// LinkMTU's error wraps kernel.ErrNoLink when iface does not exist.
 	LinkMTU(iface string) (int, error)
 	LinkExists(iface string) (bool, error)
 	// Apply builds p transactionally; prev is what sqm installed before on

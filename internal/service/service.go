@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/kernel"
 	"sqm/internal/plan"
 )
 
@@ -153,13 +154,15 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 			errs = append(errs, q.Errorf("interface", "%v", err))
 			continue
 		}
-		exists, err := s.Kernel.LinkExists(q.Interface)
-		if err != nil {
+		// One lookup answers both questions (a netlink round trip each
+		// on every start): the MTU, or ErrNoLink when it is missing.
+		mtu := 1500
+		m, err := s.Kernel.LinkMTU(q.Interface)
+		if err != nil && !errors.Is(err, kernel.ErrNoLink) {
 			errs = append(errs, fmt.Errorf("queue %q: %w", q.Name, err))
 			continue
 		}
-		mtu := 1500
-		if !exists {
+		if exists := err == nil; !exists {
 			if !o.AllowMissing {
 				errs = append(errs, q.Errorf("interface", "interface %s does not exist; create it first, or run 'sqm daemon', which shapes it when it appears", q.Interface))
 				continue
@@ -175,10 +178,7 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 			waiting = append(waiting, Target{Queue: q, Source: source, Plan: p})
 			continue
 		}
-		if m, err := s.Kernel.LinkMTU(q.Interface); err != nil {
-			errs = append(errs, fmt.Errorf("queue %q: %w", q.Name, err))
-			continue
-		} else if m > 0 {
+		if m > 0 {
 			mtu = m
 		}
 		p, err := s.Plan(&q, mtu)

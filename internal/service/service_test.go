@@ -192,6 +192,11 @@ func TestPrepare(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.wantTargets, ",") || strings.Join(waiting, ",") != strings.Join(tt.wantWaiting, ",") {
 				t.Errorf("targets %v waiting %v; want %v, %v", got, waiting, tt.wantTargets, tt.wantWaiting)
 			}
+			// One link lookup (a netlink round trip) per section:
+			// its MTU, or that it is missing.
+			if want := len(tt.wantTargets) + len(tt.wantWaiting); k.lookups != want {
+				t.Errorf("%d link lookups for %d sections; want one each", k.lookups, want)
+			}
 			var skipped []string
 			for _, o := range p.Skipped {
 				skipped = append(skipped, o.Section+"@"+o.Interface)
