@@ -294,7 +294,10 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 		if intr != nil {
 			s.log().Warn("an earlier apply was interrupted; replacing what it left", "interface", iface, "pid", intr.PID, "started", intr.Started.Format(time.RFC3339))
 		}
-		if err := s.Store.markPending(iface, t.planJSON, s.now()); err != nil {
+		// UTC, like AppliedAt: a local time would make the first
+		// timestamp load the zone database (/etc/localtime) on every
+		// start, for a record nobody reads in local time.
+		if err := s.Store.markPending(iface, t.planJSON, s.now().UTC()); err != nil {
 			return outs, err
 		}
 		var prevOwned *Owned

@@ -573,3 +573,33 @@ func TestInterfaceNameOneRule(t *testing.T) {
 		t.Error(`Stop("a\vb") accepted a name Linux does not allow`)
 	}
 }
+
+// TestPendingIsUTC: the pending record is stamped in UTC, like AppliedAt,
+// so writing it never loads the local zone database (a file read on the
+// start path of every `sqm start`).
+func TestPendingIsUTC(t *testing.T) {
+	k := newFake("eth0")
+	s, _ := newService(t, k)
+	s.Now = func() time.Time { return time.Date(2026, 11, 29, 23, 0, 0, 0, time.FixedZone("CET", 3600)) }
+	var started string
+	k.afterApply = func(iface string) {
+		b, err := os.ReadFile(s.Store.pendingPath(iface))
+		if err != nil {
+			t.Errorf("no pending record during the apply: %v", err)
+			return
+		}
+		var p struct {
+			Started string `json:"started"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Errorf("pending record: %v", err)
+		}
+		started = p.Started
+	}
+	if _, err := s.Start([]config.Queue{queue("wan", "eth0", 1000, 500)}, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if started != "2026-11-29T22:00:00Z" {
+		t.Errorf("pending started = %q; want 2026-11-29T22:00:00Z (UTC)", started)
+	}
+}
