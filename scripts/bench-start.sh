@@ -14,7 +14,9 @@
 # measures that (static) binary instead of building this tree's.
 #
 # It boots the VM (internal/vm, via scripts/vmrun) under
-# flock /tmp/sqm-vm.lock, so it waits for other VM users. The VM emulates its
+# flock /tmp/sqm-vm.lock, so it waits for other VM users. Do not wrap it
+# in another `flock /tmp/sqm-vm.lock`: its own flock would then wait for
+# the outer one forever. The VM emulates its
 # CPU: compare the numbers with each other, not with real hardware. Both
 # tools run from tmpfs (/tmp in the VM), as from flash on a router, not
 # over the 9p share; tc, ip and sh come from the host root (9p, page-cached
