@@ -37,12 +37,7 @@ func TestTBFPassesFullFrames(t *testing.T) {
 			if _, err := c.Apply(p, nil, ApplyOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			var src, dst net.HardwareAddr
-			ns.Do(func() {
-				a, _ := net.InterfaceByName("wan0")
-				b, _ := net.InterfaceByName("wan1")
-				src, dst = a.HardwareAddr, b.HardwareAddr
-			})
+			src, dst := wanMACs(ns)
 			const n = 5
 			full := frame(dst, src, 0x0800, make([]byte, 1500)) // 1514 bytes
 			var frames [][]byte

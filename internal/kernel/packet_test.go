@@ -107,6 +107,17 @@ func sendFrames(t *testing.T, ns *testNS, dev string, frames [][]byte) {
 	}
 }
 
+// wanMACs returns the addresses of the test veth pair wan0 (source) and
+// wan1 (destination), for frames sent out of wan0.
+func wanMACs(ns *testNS) (src, dst net.HardwareAddr) {
+	ns.Do(func() {
+		a, _ := net.InterfaceByName("wan0")
+		b, _ := net.InterfaceByName("wan1")
+		src, dst = a.HardwareAddr, b.HardwareAddr
+	})
+	return src, dst
+}
+
 // dscpProof shapes wan0 with simple.qos and checks where EF, CS1 and BE
 // packets land, for plain and PPPoE-encapsulated IPv4 and IPv6.
 func dscpProof(t *testing.T, qdisc string) {
@@ -117,12 +128,7 @@ func dscpProof(t *testing.T, qdisc string) {
 	if _, err := c.Apply(p, nil, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var src, dst net.HardwareAddr
-	ns.Do(func() {
-		a, _ := net.InterfaceByName("wan0")
-		b, _ := net.InterfaceByName("wan1")
-		src, dst = a.HardwareAddr, b.HardwareAddr
-	})
+	src, dst := wanMACs(ns)
 	const n = 10
 	tiers := []struct {
 		dscp  uint8

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"sort"
 	"strings"
@@ -84,12 +83,7 @@ func TestVMCakeOptionsReadBack(t *testing.T) {
 
 // udpFrames builds n IPv4/UDP frames from wan0 to wan1 over several flows.
 func udpFrames(ns *testNS, n int, size int) [][]byte {
-	var src, dst net.HardwareAddr
-	ns.Do(func() {
-		a, _ := net.InterfaceByName("wan0")
-		b, _ := net.InterfaceByName("wan1")
-		src, dst = a.HardwareAddr, b.HardwareAddr
-	})
+	src, dst := wanMACs(ns)
 	frames := make([][]byte, 0, n)
 	for i := 0; i < n; i++ {
 		ip := ipv4Packet(0)
