@@ -41,6 +41,13 @@ type Options struct {
 	Secret  string
 	// NoICMP disables the ICMP echo probe.
 	NoICMP bool
+	// IRTT, if set, is an irtt server ("host" or "host:port", port 2112 if
+	// absent) that receives the UDP latency probes instead of the load
+	// server, and the ICMP echo probes too; see probes.go.
+	IRTT string
+	// IRTTKey is the irtt server's HMAC key, for a server started with
+	// --hmac; empty for none.
+	IRTTKey []byte
 	// Enter, if set, wraps the creation of every socket the client opens
 	// (control, load streams, probes): it must call fn on an OS thread that
 	// is inside the wanted network namespace and return fn's error, which
@@ -124,6 +131,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Addr == "" {
 		return errors.New("bloat: no server address; give HOST[:PORT] of a host running 'sqm server'")
+	}
+	if err := o.checkIRTT(); err != nil {
+		return err
 	}
 	if o.Enter == nil {
 		o.Enter = func(fn func() error) error { return fn() }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -296,4 +298,39 @@ func (k *kind) receive(c *client) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// IRTTPort is irtt's default server port.
+const IRTTPort = 2112
+
+// checkIRTT refuses a malformed --irtt address before anything is opened.
+func (o *Options) checkIRTT() error {
+	if o.IRTT == "" {
+		if len(o.IRTTKey) > 0 {
+			return errors.New("bloat: an irtt HMAC key was given without an irtt server")
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(irttHostPort(o.IRTT))
+	if err != nil || host == "" {
+		return fmt.Errorf("bloat: irtt server %q: want HOST or HOST:PORT", o.IRTT)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("bloat: irtt server %q: port %q is not a number in 1..65535", o.IRTT, port)
+	}
+	return nil
+}
+
+// irttHostPort adds irtt's default port when addr names none.
+func irttHostPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return netip.AddrPortFrom(a, IRTTPort).String()
+	}
+	if len(addr) > 2 && addr[0] == '[' && addr[len(addr)-1] == ']' {
+		addr = addr[1 : len(addr)-1]
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(IRTTPort))
 }

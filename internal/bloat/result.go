@@ -80,15 +80,29 @@ type Phase struct {
 
 // ProbeSummary is the latency of one probe kind.
 type ProbeSummary struct {
-	Kind   string        `json:"kind"` // udp-ef, udp-be, udp-bk, icmp
-	DSCP   int           `json:"dscp"`
-	Idle   stats.Summary `json:"idle"`
-	Loaded stats.Summary `json:"loaded"`
+	Kind string `json:"kind"` // udp-ef, udp-be, udp-bk, icmp
+	DSCP int    `json:"dscp"`
+	// Server is the host:port (ICMP: the host) the probes went to, and
+	// Protocol what answered them: sqm (an 'sqm server'), irtt or icmp.
+	Server   string        `json:"server"`
+	Protocol string        `json:"protocol"`
+	Idle     stats.Summary `json:"idle"`
+	Loaded   stats.Summary `json:"loaded"`
 	// Medians of the estimated one-way delays under load (UDP only). The
 	// clock offset is estimated from the fastest probe, assuming its path
 	// was symmetric, so these are estimates, not synchronized-clock OWDs.
 	LoadedOWDUpMs   float64 `json:"loaded_owd_up_median_ms,omitempty"`
 	LoadedOWDDownMs float64 `json:"loaded_owd_down_median_ms,omitempty"`
+	// Loaded minus idle median of the raw one-way delays (server clock
+	// minus ours): the clock offset cancels, so these hold whether or not
+	// the clocks are synchronised (as long as neither steps during the run).
+	InducedOWDUpMs   float64 `json:"induced_owd_up_ms,omitempty"`
+	InducedOWDDownMs float64 `json:"induced_owd_down_ms,omitempty"`
+	// ClocksSynced says whether the server's timestamps are consistent with
+	// synchronised clocks (no one-way delay came out negative or above the
+	// RTT); false means the raw one-way delays carry an unknown offset. Absent
+	// without server timestamps.
+	ClocksSynced *bool `json:"clocks_synced,omitempty"`
 	// DSCP of the probes as they arrived at the server (up) and back here
 	// (down); different from DSCP means the path re-marked them. -1: unknown.
 	ArrivedDSCPUp   int `json:"arrived_dscp_up"`
