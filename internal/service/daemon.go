@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	"sqm/internal/config"
@@ -38,6 +39,10 @@ type Daemon struct {
 	Events <-chan linkwatch.Event
 	// Reload requests a reload (SIGHUP).
 	Reload <-chan os.Signal
+	// Requests are reloads whose caller waits for the outcome (the web
+	// page after writing the config): the change is made by this loop,
+	// the only goroutine that changes the kernel, and reported back.
+	Requests <-chan Request
 
 	// Debounce bounds how often one interface is handled. An event for a
 	// new incarnation of an interface (an ifindex not handled before:
@@ -60,6 +65,39 @@ type Daemon struct {
 	queues   []config.Queue
 	cfgStamp stamp
 	reported map[string]string
+
+	mu      sync.Mutex
+	last    map[string]Outcome
+	lastErr error
+	lastAt  time.Time
+}
+
+// Request is a reload someone waits for. Done receives one result; give it
+// a buffer of one so the daemon never blocks on a caller that gave up.
+type Request struct {
+	Why  string
+	Done chan<- RequestResult
+}
+
+// RequestResult is what a requested reload did. Err is a config that did
+// not load or a section the kernel refused (its interface keeps its old
+// tree: each interface is one transaction).
+type RequestResult struct {
+	Outcomes []Outcome
+	Err      error
+}
+
+// Last returns the latest outcome per interface of any operation, and the
+// last operation's error with its time, for a status page: what the
+// daemon did is otherwise only in its log.
+func (d *Daemon) Last() (map[string]Outcome, error, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := make(map[string]Outcome, len(d.last))
+	for k, v := range d.last {
+		m[k] = v
+	}
+	return m, d.lastErr, d.lastAt
 }
 
 type stamp struct {
@@ -215,6 +253,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-d.Reload:
 			d.cfgStamp = statConfig(d.ConfigPath)
 			d.reload("SIGHUP")
+
+		case r := <-d.Requests:
+			d.cfgStamp = statConfig(d.ConfigPath)
+			outs, err := d.reload(r.Why)
+			r.Done <- RequestResult{Outcomes: outs, Err: err}
 		}
 	}
 }
@@ -266,17 +309,30 @@ func (d *Daemon) handleLinks(ifaces []string, all bool) {
 	}, false)
 }
 
-func (d *Daemon) reload(why string) {
+func (d *Daemon) reload(why string) ([]Outcome, error) {
 	qs, err := d.Load(d.ConfigPath)
 	if err != nil {
 		d.log().Error("config not reloaded; the running shaping is kept", "reason", why, "err", err)
-		return
+		d.record(nil, err)
+		return nil, err
 	}
 	d.queues = qs
 	d.log().Info("reloading config", "reason", why, "config", d.ConfigPath)
-	d.locked("reload", func() ([]Outcome, error) {
+	return d.locked("reload", func() ([]Outcome, error) {
 		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true})
 	}, false)
+}
+
+func (d *Daemon) record(outs []Outcome, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		d.last = map[string]Outcome{}
+	}
+	for _, o := range outs {
+		d.last[o.Interface] = o
+	}
+	d.lastErr, d.lastAt = err, time.Now()
 }
 
 // check compares the kernel with the state and restores or reports drift.
@@ -318,14 +374,18 @@ func (d *Daemon) check() {
 
 // locked runs op under the lock and logs its outcomes: every change, and
 // unchanged ones only when verbose (at start).
-func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool) {
+func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool) ([]Outcome, error) {
 	unlock, err := d.Lock()
 	if err != nil {
 		d.log().Error(what+" skipped", "err", err)
-		return
+		d.record(nil, err)
+		return nil, err
 	}
 	defer unlock()
 	outs, err := op()
+	if what != "check" {
+		d.record(outs, err)
+	}
 	for _, o := range outs {
 		if o.Action == ActUnchanged && !verbose {
 			continue
@@ -335,4 +395,5 @@ func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool)
 	if err != nil {
 		d.log().Error(what+" failed", "err", err)
 	}
+	return outs, err
 }
