@@ -180,11 +180,14 @@ func FuzzServerConn(f *testing.F) {
 		client, server := net.Pipe()
 		done := make(chan struct{})
 		s.mu.Lock()
-		s.pending++
+		tk, why := s.adm.admitConn(peerAddr(server.RemoteAddr()))
 		s.mu.Unlock()
+		if tk == nil {
+			t.Fatalf("connection refused on an idle server: %s", why)
+		}
 		go func() {
 			defer close(done)
-			s.handle(context.Background(), server)
+			s.handle(context.Background(), server, tk)
 		}()
 		go func() {
 			client.SetDeadline(time.Now().Add(2 * time.Second))
@@ -199,8 +202,8 @@ func FuzzServerConn(f *testing.F) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.pending != 0 || len(s.sessions) != 0 {
-			t.Fatalf("leaked state: %d pending, %d sessions", s.pending, len(s.sessions))
+		if !s.adm.idle() || len(s.sessions) != 0 {
+			t.Fatalf("leaked state: admission %+v, %d sessions", *s.adm, len(s.sessions))
 		}
 	})
 }

@@ -25,6 +25,20 @@ type Limits struct {
 	MaxStreams int
 	// MaxClients bounds concurrent sessions (default 4).
 	MaxClients int
+	// MaxClientsPerAddr bounds the sessions of one address key, the address
+	// for IPv4 and its /64 for IPv6 (default 1): one client cannot take
+	// every slot, and two tests from one link would only measure each other.
+	MaxClientsPerAddr int
+	// MaxHandshakes bounds the connections of strangers (addresses without
+	// a session) that have not yet said what they are (default 128).
+	MaxHandshakes int
+	// MaxHandshakesPerAddr bounds those per address key (default 8), so one
+	// host cannot fill the pool. A client's own load streams are not
+	// counted here but against its session.
+	MaxHandshakesPerAddr int
+	// HandshakeTimeout bounds how long a connection may take to say what it
+	// is and, for a control connection, to finish the handshake (default 5 s).
+	HandshakeTimeout time.Duration
 	// Secret, when set, must be proven by clients (HMAC of a server nonce).
 	Secret string
 }
@@ -39,12 +53,24 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxClients <= 0 {
 		l.MaxClients = 4
 	}
+	if l.MaxClientsPerAddr <= 0 {
+		l.MaxClientsPerAddr = defaultMaxClientsPerAddr
+	}
+	if l.MaxHandshakes <= 0 {
+		l.MaxHandshakes = defaultMaxHandshakes
+	}
+	if l.MaxHandshakesPerAddr <= 0 {
+		l.MaxHandshakesPerAddr = defaultMaxHandshakesPerAddr
+	}
+	if l.HandshakeTimeout <= 0 {
+		l.HandshakeTimeout = defaultHandshakeTimeout
+	}
 	return l
 }
 
-// handshakeTimeout bounds how long a connection may take to say what it is.
-// It keeps idle or slow peers from holding server resources.
-const handshakeTimeout = 5 * time.Second
+// drainWriteTimeout bounds the write of an upload's byte count, so a peer
+// that stops reading cannot hold the stream's goroutine.
+const drainWriteTimeout = 5 * time.Second
 
 // Server serves load and probes to clients of one listener pair. Create it
 // with NewServer; Serve runs it.
@@ -55,9 +81,14 @@ type Server struct {
 	// maxSessionGrace, lowered by tests to play a server that grants less.
 	maxGrace time.Duration
 
+	// logs throttles the lines strangers can cause (refusals, malformed
+	// or silent connections, accept errors).
+	logs *logLimiter
+
 	mu       sync.Mutex
 	sessions map[[tokenLen]byte]*session
-	pending  int // connections that have not finished their handshake
+	adm      *admission
+	refused  map[string]int // refusals and closes by reason, since NewServer
 }
 
 type session struct {
@@ -72,18 +103,42 @@ type session struct {
 }
 
 // NewServer returns a server enforcing lim. logf receives one line per
-// session and per refused or malformed connection; nil discards them.
+// session, and for refused or malformed connections the first of each kind
+// in a 10 s window and then a count; nil discards them.
 func NewServer(lim Limits, logf func(format string, args ...any)) *Server {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Server{lim: lim.withDefaults(), logf: logf, maxGrace: maxSessionGrace, sessions: map[[tokenLen]byte]*session{}}
+	lim = lim.withDefaults()
+	return &Server{lim: lim, logf: logf, maxGrace: maxSessionGrace, logs: newLogLimiter(logf, defaultLogEvery),
+		sessions: map[[tokenLen]byte]*session{}, adm: newAdmission(lim), refused: map[string]int{}}
+}
+
+// reject counts a refusal or close for reason and logs it through the
+// limiter; the line names the peer and what happened.
+func (s *Server) reject(peer net.Addr, reason, format string, args ...any) {
+	s.mu.Lock()
+	s.refused[reason]++
+	s.mu.Unlock()
+	s.logs.printf(reason, peerAddr(peer), "server: %s: %s", peer, fmt.Sprintf(format, args...))
+}
+
+// refusals returns the counts of refusals and closes by reason.
+func (s *Server) refusals() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.refused))
+	for k, v := range s.refused {
+		m[k] = v
+	}
+	return m
 }
 
 // Serve accepts control and load connections on ln and answers probes on
 // pc until ctx is cancelled, then closes both, ends all sessions, and
-// returns nil. pc may be nil (no UDP probes). Serve returns an error only
-// if accepting fails for a reason other than shutdown.
+// returns nil. pc may be nil (no UDP probes). Failed accepts (out of file
+// descriptors, say) are retried after a growing pause, never fatal: Serve
+// returns an error only if someone else closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, pc net.PacketConn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -102,33 +157,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc net.PacketConn) 
 			s.serveProbes(ctx, pc)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.flushLogs(ctx)
+	}()
 	var err error
+	var delay time.Duration
 	for {
 		c, aerr := ln.Accept()
 		if aerr != nil {
-			if ctx.Err() == nil {
-				var ne net.Error
-				if errors.As(aerr, &ne) && ne.Timeout() {
-					continue
-				}
-				err = fmt.Errorf("server: accept on %s: %w", ln.Addr(), aerr)
+			if ctx.Err() != nil {
+				break
 			}
-			break
+			if errors.Is(aerr, net.ErrClosed) {
+				err = fmt.Errorf("server: accept on %s: %w", ln.Addr(), aerr)
+				break
+			}
+			delay = nextAcceptDelay(delay)
+			s.reject(ln.Addr(), "accept failing", "accept: %v; retrying after %v", aerr, delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
 		}
+		delay = 0
 		s.mu.Lock()
-		limit := s.lim.MaxClients*(s.lim.MaxStreams+1) + 16
-		if s.pending >= limit {
-			s.mu.Unlock()
-			s.logf("server: %s: refused: %d connections still in handshake", c.RemoteAddr(), limit)
+		tk, why := s.adm.admitConn(peerAddr(c.RemoteAddr()))
+		s.mu.Unlock()
+		if tk == nil {
+			s.reject(c.RemoteAddr(), why, "refused: %s (limits: %d per address, %d in all)", why, s.lim.MaxHandshakesPerAddr, s.lim.MaxHandshakes)
 			c.Close()
 			continue
 		}
-		s.pending++
-		s.mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.handle(ctx, c)
+			s.handle(ctx, c, tk)
 		}()
 	}
 	cancel()
@@ -137,7 +205,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc net.PacketConn) 
 		pc.Close()
 	}
 	wg.Wait()
+	s.logs.flush(true)
 	return err
+}
+
+// flushLogs writes the log limiter's summaries as their windows end.
+func (s *Server) flushLogs(ctx context.Context) {
+	t := time.NewTicker(s.logs.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.logs.flush(false)
+		}
+	}
 }
 
 // ListenAndServe listens on addr (TCP and UDP, same port; ":12866" if
@@ -176,24 +259,27 @@ func peerAddr(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-func (s *Server) handle(ctx context.Context, c net.Conn) {
-	pendingDone := false
+// handle serves one admitted connection; tk is its admission charge,
+// released when the connection becomes a session or stream, or closes.
+func (s *Server) handle(ctx context.Context, c net.Conn, tk *ticket) {
 	done := func() {
-		if !pendingDone {
-			pendingDone = true
-			s.mu.Lock()
-			s.pending--
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.adm.release(tk)
+		s.mu.Unlock()
 	}
 	defer done()
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	c.SetDeadline(time.Now().Add(s.lim.HandshakeTimeout))
 	m, err := readMessage(c)
 	if err != nil {
-		s.logf("server: %s: closing: first message: %v", c.RemoteAddr(), err)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			s.reject(c.RemoteAddr(), "handshake timeout", "closing: nothing complete said within %v", s.lim.HandshakeTimeout)
+			return
+		}
+		s.reject(c.RemoteAddr(), "bad first message", "closing: first message: %v", err)
 		return
 	}
 	switch m.Type {
@@ -202,19 +288,20 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	case msgStream:
 		s.stream(c, m, done)
 	default:
-		s.logf("server: %s: closing: unexpected %q as first message", c.RemoteAddr(), m.Type)
+		s.reject(c.RemoteAddr(), "bad first message", "closing: unexpected %q as first message", m.Type)
 	}
 }
 
-func (s *Server) refuse(c net.Conn, format string, args ...any) {
+// refuse tells the client why, and logs it under reason.
+func (s *Server) refuse(c net.Conn, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	s.logf("server: %s: refused: %s", c.RemoteAddr(), msg)
+	s.reject(c.RemoteAddr(), reason, "refused: %s", msg)
 	writeMessage(c, &message{Type: msgError, Error: msg})
 }
 
 func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handshakeDone func()) {
 	if hello.Version != ProtocolVersion {
-		s.refuse(c, "protocol version %d not supported; this server speaks version %d (update sqm on one side)", hello.Version, ProtocolVersion)
+		s.refuse(c, "wrong version", "protocol version %d not supported; this server speaks version %d (update sqm on one side)", hello.Version, ProtocolVersion)
 		return
 	}
 	nonce := make([]byte, 32)
@@ -224,24 +311,24 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	}
 	auth, err := readMessage(c)
 	if err != nil {
-		s.logf("server: %s: closing: auth: %v", c.RemoteAddr(), err)
+		s.reject(c.RemoteAddr(), "bad auth", "closing: auth: %v", err)
 		return
 	}
 	if auth.Type != msgAuth {
-		s.logf("server: %s: closing: expected auth, got %q", c.RemoteAddr(), auth.Type)
+		s.reject(c.RemoteAddr(), "bad auth", "closing: expected auth, got %q", auth.Type)
 		return
 	}
 	if s.lim.Secret != "" && subtle.ConstantTimeCompare(auth.MAC, mac(s.lim.Secret, nonce)) != 1 {
-		s.refuse(c, "wrong or missing secret (pass the server's --secret to the client)")
+		s.refuse(c, "wrong secret", "wrong or missing secret (pass the server's secret to the client)")
 		return
 	}
 	d := time.Duration(hello.DurationMs) * time.Millisecond
 	if d > s.lim.MaxDuration {
-		s.refuse(c, "test of %v exceeds this server's limit of %v; use a shorter --duration", d, s.lim.MaxDuration)
+		s.refuse(c, "over limits", "test of %v exceeds this server's limit of %v; use a shorter --duration", d, s.lim.MaxDuration)
 		return
 	}
 	if hello.Streams > s.lim.MaxStreams {
-		s.refuse(c, "%d streams exceed this server's limit of %d per client; use fewer --streams", hello.Streams, s.lim.MaxStreams)
+		s.refuse(c, "over limits", "%d streams exceed this server's limit of %d per client; use fewer --streams", hello.Streams, s.lim.MaxStreams)
 		return
 	}
 	var tok [tokenLen]byte
@@ -251,9 +338,13 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	defer cancel()
 	sess := &session{peer: peerAddr(c.RemoteAddr()), deadline: time.Now().Add(d + grace), ctx: sctx, cancel: cancel}
 	s.mu.Lock()
-	if len(s.sessions) >= s.lim.MaxClients {
+	if why := s.adm.admitSession(sess.peer); why != "" {
 		s.mu.Unlock()
-		s.refuse(c, "server busy: %d clients are testing; try again later", s.lim.MaxClients)
+		if why == refusedSessionsPerAddr {
+			s.refuse(c, why, "server busy: your address already has %d test(s) running, this server's limit per address (per /64 for IPv6); try again when it ends", s.lim.MaxClientsPerAddr)
+		} else {
+			s.refuse(c, why, "server busy: %d clients are testing; try again later", s.lim.MaxClients)
+		}
 		return
 	}
 	s.sessions[tok] = sess
@@ -261,6 +352,7 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	defer func() {
 		s.mu.Lock()
 		delete(s.sessions, tok)
+		s.adm.endSession(sess.peer)
 		s.mu.Unlock()
 	}()
 	err = writeMessage(c, &message{Type: msgWelcome, Version: ProtocolVersion, Token: tok[:],
@@ -283,7 +375,7 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	case sctx.Err() == context.DeadlineExceeded:
 		s.logf("server: %s: session ended by its time limit after %v", c.RemoteAddr(), time.Since(start).Round(time.Millisecond))
 	case err == nil:
-		s.logf("server: %s: closing: unexpected data on the control connection", c.RemoteAddr())
+		s.reject(c.RemoteAddr(), "bad session", "closing: unexpected data on the control connection")
 	default:
 		s.logf("server: %s: session ended after %v", c.RemoteAddr(), time.Since(start).Round(time.Millisecond))
 	}
@@ -298,15 +390,15 @@ func (s *Server) stream(c net.Conn, m *message, handshakeDone func()) {
 	switch {
 	case sess == nil:
 		s.mu.Unlock()
-		s.logf("server: %s: closing: load stream for an unknown or ended session", c.RemoteAddr())
+		s.reject(c.RemoteAddr(), "bad stream", "closing: load stream for an unknown or ended session")
 		return
 	case sess.peer != peer:
 		s.mu.Unlock()
-		s.logf("server: %s: closing: load stream from another address than the session's %s", c.RemoteAddr(), sess.peer)
+		s.reject(c.RemoteAddr(), "bad stream", "closing: load stream from another address than the session's %s", sess.peer)
 		return
 	case sess.streams >= s.lim.MaxStreams:
 		s.mu.Unlock()
-		s.logf("server: %s: closing: session already has %d streams", c.RemoteAddr(), sess.streams)
+		s.reject(c.RemoteAddr(), "bad stream", "closing: session already has %d streams", sess.streams)
 		return
 	}
 	sess.streams++
@@ -363,7 +455,7 @@ func sinkLoad(c net.Conn) {
 		n += int64(m)
 		if err == io.EOF {
 			binary.BigEndian.PutUint64(buf, uint64(n))
-			c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+			c.SetWriteDeadline(time.Now().Add(drainWriteTimeout))
 			c.Write(buf[:8])
 			return
 		}
