@@ -275,7 +275,13 @@ func (s *Server) handle(ctx context.Context, c net.Conn, tk *ticket) {
 	m, err := readMessage(c)
 	if err != nil {
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		switch {
+		case ctx.Err() != nil: // shutting down: not the peer's doing
+			return
+		case errors.Is(err, io.EOF):
+			s.reject(c.RemoteAddr(), "closed silently", "closing: peer closed without a word")
+			return
+		case errors.As(err, &ne) && ne.Timeout():
 			s.reject(c.RemoteAddr(), "handshake timeout", "closing: nothing complete said within %v", s.lim.HandshakeTimeout)
 			return
 		}

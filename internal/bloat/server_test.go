@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,5 +184,227 @@ func TestServerShutdown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("client did not stop within 5s of the server's shutdown")
+	}
+}
+
+// dialFrom connects to addr from the loopback address local (any of
+// 127/8 is ours), so one test can play several hosts.
+func dialFrom(t testing.TB, local, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, local, err)
+	}
+	return c
+}
+
+// handshakeFrom runs the control handshake from local by hand and returns
+// the open control connection with the server's answer (welcome or error).
+func handshakeFrom(t testing.TB, local, addr string) (net.Conn, *message) {
+	t.Helper()
+	c := dialFrom(t, local, addr)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := writeMessage(c, &message{Type: msgHello, Version: ProtocolVersion, DurationMs: 60000, Streams: 4}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMessage(c)
+	if err != nil || m.Type != msgChallenge {
+		t.Fatalf("challenge from %s: %+v, %v", local, m, err)
+	}
+	if err := writeMessage(c, &message{Type: msgAuth}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = readMessage(c); err != nil {
+		t.Fatalf("welcome from %s: %v", local, err)
+	}
+	c.SetDeadline(time.Time{})
+	return c, m
+}
+
+// waitClosed reads c until the server closes it.
+func waitClosed(t testing.TB, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection from %s not closed by the server: %v", c.LocalAddr(), err)
+	}
+}
+
+// One host with hundreds of idle connections used to fill the single
+// handshake pool (84) and lock everyone else out; now it gets its share
+// and the rest are refused at once.
+func TestServerPerAddressHandshakes(t *testing.T) {
+	srv := NewServer(Limits{}, t.Logf)
+	addr := serveWith(t, srv)
+	const flood = 200
+	for range flood {
+		c := dialFrom(t, "127.0.0.2", addr)
+		defer c.Close()
+	}
+	// The flood is in the accept queue before this client's dial, so the
+	// server has judged all of it when this run starts.
+	if _, err := Run(context.Background(), Options{Addr: addr, Mode: ModeIdle, Duration: 300 * time.Millisecond, Interval: 50 * time.Millisecond, NoICMP: true}); err != nil {
+		t.Fatalf("client from another address during the flood: %v", err)
+	}
+	if got, want := srv.refusals()[refusedHandshakesPerAddr], flood-defaultMaxHandshakesPerAddr; got != want {
+		t.Errorf("%d connections refused over the per-address limit, want %d", got, want)
+	}
+}
+
+// A running test's stream dials are charged to its session: strangers who
+// fill the whole handshake pool cannot stop a test from opening its load.
+func TestServerStreamsAdmittedDuringFlood(t *testing.T) {
+	srv := NewServer(Limits{MaxHandshakes: 16, MaxHandshakesPerAddr: 16, HandshakeTimeout: time.Minute}, t.Logf)
+	addr := serveWith(t, srv)
+	ctl, m := handshakeFrom(t, "127.0.0.1", addr)
+	defer ctl.Close()
+	if m.Type != msgWelcome {
+		t.Fatalf("session: %+v", m)
+	}
+	for range 16 {
+		c := dialFrom(t, "127.0.0.2", addr)
+		defer c.Close()
+	}
+	// The 17th stranger is refused: the pool is full.
+	waitClosed(t, dialFrom(t, "127.0.0.3", addr))
+	for i := range 4 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		defer c.Close()
+		if err := writeMessage(c, &message{Type: msgStream, Token: m.Token, Dir: DirDown}); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := io.ReadFull(c, make([]byte, 1<<16)); err != nil {
+			t.Fatalf("stream %d of a running session during the flood: %d bytes, %v", i, n, err)
+		}
+	}
+	if got := srv.refusals()[refusedHandshakes]; got != 1 {
+		t.Errorf("%d refusals for a full pool, want 1 (the 17th stranger)", got)
+	}
+}
+
+// One address cannot take every session slot.
+func TestServerFairSlots(t *testing.T) {
+	addr := serveWith(t, NewServer(Limits{MaxClients: 4}, t.Logf))
+	first, m := handshakeFrom(t, "127.0.0.2", addr)
+	defer first.Close()
+	if m.Type != msgWelcome {
+		t.Fatalf("first session: %+v", m)
+	}
+	second, m := handshakeFrom(t, "127.0.0.2", addr)
+	defer second.Close()
+	if m.Type != msgError || !strings.Contains(m.Error, "your address already has 1 test") {
+		t.Errorf("second session from the same address: %+v, want refused", m)
+	}
+	other, m := handshakeFrom(t, "127.0.0.3", addr)
+	defer other.Close()
+	if m.Type != msgWelcome {
+		t.Errorf("session from another address: %+v", m)
+	}
+}
+
+// flakyListener fails its first n accepts the way a server out of file
+// descriptors does.
+type flakyListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.n > 0
+	if fail {
+		l.n--
+	}
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// EMFILE used to end Serve; now the server waits and accepts again, and
+// says so in one line, not one per failure.
+func TestServeSurvivesAcceptErrors(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: ln, n: 6}
+	var mu sync.Mutex
+	var lines []string
+	logf := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(f, a...))
+	}
+	pc, err := net.ListenPacket("udp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(Limits{}, logf).Serve(ctx, fl, pc) }()
+	_, err = Run(context.Background(), Options{Addr: ln.Addr().String(), Mode: ModeIdle, Duration: 200 * time.Millisecond, Interval: 50 * time.Millisecond, NoICMP: true})
+	select {
+	case err := <-served:
+		t.Fatalf("Serve ended on accept errors: %v", err)
+	default:
+	}
+	if err != nil {
+		t.Errorf("client after accept errors: %v", err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var accept []string
+	for _, l := range lines {
+		if strings.Contains(l, "accept") {
+			accept = append(accept, l)
+		}
+	}
+	if len(accept) != 2 || !strings.Contains(accept[0], "too many open files") || !strings.Contains(accept[1], "5 more (accept failing)") {
+		t.Errorf("accept error log lines: %q; want the first and a summary of the other 5", accept)
+	}
+}
+
+// Every refused or malformed connection used to be a log line; now a flood
+// of them is one line and a count per reason.
+func TestServerRefusalLogsThrottled(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	logf := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(f, a...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- NewServer(Limits{}, logf).Serve(ctx, ln, nil) }()
+	const n = 300
+	for i := range n {
+		c := dialFrom(t, fmt.Sprintf("127.0.1.%d", i%50+1), ln.Addr().String())
+		c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+		waitClosed(t, c)
+		c.Close()
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := regexp.MustCompile(fmt.Sprintf(`^server: %d more \(bad first message\) in the last \d+s, from 50 addresses`, n-1))
+	if len(lines) != 2 || !want.MatchString(lines[1]) {
+		t.Errorf("log for %d bad connections:\n%s\nwant the first and a line matching %q", n, strings.Join(lines, "\n"), want)
 	}
 }
