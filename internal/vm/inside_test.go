@@ -46,3 +46,18 @@ func TestVMEnvironment(t *testing.T) {
 		t.Errorf("sch_netem not loaded after modprobe")
 	}
 }
+
+// TestVMStaticKeysPinned checks that the guest's root-namespace lo carries
+// the clsact qdisc the init script adds, so the ingress/egress static keys
+// are already on and no test's qdisc change patches the receive path's
+// code under traffic (the multi-threaded TCG livelock in docs/testing.md).
+func TestVMStaticKeysPinned(t *testing.T) {
+	testutil.RequireVM(t)
+	out, err := exec.Command("tc", "qdisc", "show", "dev", "lo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tc qdisc show dev lo: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "qdisc clsact ffff:") {
+		t.Errorf("no clsact qdisc on lo, the static keys are not pinned:\n%s", out)
+	}
+}

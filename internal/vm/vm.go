@@ -402,6 +402,15 @@ func initScript(mods []module, withOut bool, shares []string, nonce string) stri
 	// to the initramfs root, where the wrapper hands over to the host's.
 	b.WriteString("echo /sbin/modprobe > /proc/sys/kernel/modprobe\n")
 	b.WriteString("$B ip link set lo up\n")
+	// Pin the kernel's ingress and egress static keys on before any
+	// traffic: a clsact qdisc on the root namespace's lo holds both, so no
+	// later qdisc add or delete (sqm's IFB redirect, a test's ingress
+	// qdisc) patches __netif_receive_skb_core's code while packets run
+	// through it. Under qemu's multi-threaded TCG that live patch can leave
+	// both vCPUs stuck at the patched jump for good (docs/testing.md, "Guest
+	// soft lockups"); on real hardware and KVM it is harmless, so the pin
+	// changes nothing a test measures.
+	b.WriteString("$B chroot /host /usr/sbin/tc qdisc add dev lo clsact" + fail("pin the ingress static key: tc qdisc add dev lo clsact (is iproute2 installed?)") + "\n")
 	b.WriteString("$B cp /cmd.sh /host/run/sqm-cmd.sh\n")
 	fmt.Fprintf(&b, "echo SQM-VM-START-%s\n", nonce)
 	b.WriteString("$B chroot /host /bin/sh /run/sqm-cmd.sh\nrc=$?\n")
