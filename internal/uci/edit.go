@@ -1,0 +1,180 @@
+package uci
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Edit is one change to a plain option of one section.
+type Edit struct {
+	Section string // name or @type[i], as Lookup takes it
+	Option  string
+	Value   string // "" removes the option (uci delete)
+}
+
+// The line shapes Apply rewrites. Anything else (several commands joined
+// by ';', values spanning lines, backslash joins) is refused instead of
+// guessed at: a wrong guess would silently change another option.
+var (
+	valueRE     = `'[^']*'|"(?:[^"\\\n]|\\.)*"|[^\s'"#;\\]+`
+	optionLine  = regexp.MustCompile(`^([ \t]*(?:option|o)[ \t]+([A-Za-z0-9_]+)[ \t]+)(` + valueRE + `)([ \t]*(?:#.*)?)$`)
+	configLine  = regexp.MustCompile(`^[ \t]*(?:config|c)[ \t]+(?:` + valueRE + `)(?:[ \t]+(?:` + valueRE + `))?[ \t]*(?:#.*)?$`)
+	indentRE    = regexp.MustCompile(`^[ \t]*`)
+	errNotEdits = "edit it by hand"
+)
+
+// Apply returns src with the edits made the way a person would make them
+// in an editor: the value on an option's own line is replaced, a new
+// option gets a line after the section's last option, a removed option's
+// line goes (its trailing comment stays). Every other byte, comments and
+// options sqm does not know included, is kept, which `uci commit` does not
+// do (it rewrites the file from its parsed form and drops comments).
+//
+// Each edit is checked by parsing the result and comparing it with the
+// parsed original changed in memory; a file where a textual edit would
+// mean anything else (the option set twice, in a list, on a line shared
+// with other commands) is refused with an error naming the line.
+func Apply(name string, src []byte, edits []Edit) ([]byte, error) {
+	for _, e := range edits {
+		var err error
+		if src, err = apply1(name, src, e); err != nil {
+			return nil, err
+		}
+	}
+	return src, nil
+}
+
+func apply1(name string, src []byte, e Edit) ([]byte, error) {
+	if !validName(e.Option) {
+		return nil, fmt.Errorf("%s: option name %q: use letters, digits and _", name, e.Option)
+	}
+	if strings.ContainsAny(e.Value, "\x00\n\r") {
+		return nil, fmt.Errorf("%s: option %s: a value with a line break or NUL is not written", name, e.Option)
+	}
+	before, err := Parse(name, bytes.NewReader(src))
+	if err != nil {
+		return nil, err
+	}
+	sec := before.Lookup(e.Section)
+	if sec == nil || e.Section == "" {
+		return nil, fmt.Errorf("%s: no section %q", name, e.Section)
+	}
+	lines := strings.SplitAfter(string(src), "\n")
+	opt := sec.Option(e.Option)
+	switch {
+	case opt != nil && opt.IsList:
+		return nil, fmt.Errorf("%s:%d: %s is a list; %s", name, opt.Line, e.Option, errNotEdits)
+	case opt != nil:
+		i := opt.Line - 1
+		body, nl := splitNL(lines[i])
+		m := optionLine.FindStringSubmatch(body)
+		if m == nil || m[2] != e.Option {
+			return nil, fmt.Errorf("%s:%d: option %s is not alone on its line; %s", name, opt.Line, e.Option, errNotEdits)
+		}
+		switch {
+		case e.Value != "":
+			lines[i] = m[1] + quote(e.Value) + m[4] + nl
+		case strings.TrimSpace(m[4]) != "":
+			// Keep the comment that explained the option.
+			lines[i] = indentRE.FindString(body) + strings.TrimSpace(m[4]) + nl
+		default:
+			lines[i] = ""
+		}
+	case e.Value == "":
+		return src, nil // removing what is not there
+	default:
+		at, indent, err := insertPoint(name, sec, lines)
+		if err != nil {
+			return nil, err
+		}
+		if at > 0 && !strings.HasSuffix(lines[at-1], "\n") {
+			lines[at-1] += "\n"
+		}
+		ins := indent + "option " + e.Option + " " + quote(e.Value) + "\n"
+		lines = append(lines[:at], append([]string{ins}, lines[at:]...)...)
+	}
+	out := []byte(strings.Join(lines, ""))
+	if err := verify(name, before, out, e); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertPoint is the index in lines before which a new option of sec goes,
+// and the indentation to give it.
+func insertPoint(name string, sec *Section, lines []string) (int, string, error) {
+	last := 0
+	for _, o := range sec.Options {
+		for _, v := range o.Values {
+			last = max(last, v.Line)
+		}
+	}
+	if last > 0 {
+		body, _ := splitNL(lines[last-1])
+		if !optionLine.MatchString(body) {
+			return 0, "", fmt.Errorf("%s:%d: cannot add an option after this line; %s", name, last, errNotEdits)
+		}
+		return last, indentRE.FindString(body), nil
+	}
+	body, _ := splitNL(lines[sec.Line-1])
+	if !configLine.MatchString(body) {
+		return 0, "", fmt.Errorf("%s:%d: cannot add an option after this config line; %s", name, sec.Line, errNotEdits)
+	}
+	return sec.Line, "\t", nil
+}
+
+// verify checks that out parses to before with exactly e applied.
+func verify(name string, before *File, out []byte, e Edit) error {
+	after, err := Parse(name, bytes.NewReader(out))
+	if err != nil {
+		return fmt.Errorf("%s: the edited file would not parse (%v); %s", name, err, errNotEdits)
+	}
+	sec := before.Lookup(e.Section)
+	var opts []*Option
+	found := false
+	for _, o := range sec.Options {
+		if o.Name != e.Option {
+			opts = append(opts, o)
+			continue
+		}
+		found = true
+		if e.Value != "" {
+			opts = append(opts, &Option{Name: o.Name, Values: []Value{{Text: e.Value}}})
+		}
+	}
+	if !found && e.Value != "" {
+		opts = append(opts, &Option{Name: e.Option, Values: []Value{{Text: e.Value}}})
+	}
+	sec.Options = opts
+	var want, got bytes.Buffer
+	before.Export(&want)
+	after.Export(&got)
+	if want.String() != got.String() {
+		return fmt.Errorf("%s: setting %s.%s by editing its line would change more than that option (is it set twice?); %s", name, e.Section, e.Option, errNotEdits)
+	}
+	return nil
+}
+
+func splitNL(line string) (body, nl string) {
+	if strings.HasSuffix(line, "\r\n") {
+		return line[:len(line)-2], "\r\n"
+	}
+	if strings.HasSuffix(line, "\n") {
+		return line[:len(line)-1], "\n"
+	}
+	return line, ""
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
