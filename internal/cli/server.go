@@ -4,54 +4,107 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"sqm/internal/bloat"
 	"sqm/internal/units"
 )
 
+// serverSecretEnv names the environment variable `sqm server` takes its
+// secret from when no flag gives one: unlike a flag, it does not show in ps.
+const serverSecretEnv = "SQM_SERVER_SECRET"
+
+// maxSecretLen bounds a secret file, so a wrong path (a log, /dev/zero) is
+// an error rather than a huge read.
+const maxSecretLen = 1024
+
 func cmdServer() *command {
 	var (
-		listen      string
-		maxDuration time.Duration
-		maxStreams  int
-		maxClients  int
-		secret      string
+		listen       string
+		maxDuration  time.Duration
+		maxStreams   int
+		maxClients   int
+		perAddr      int
+		handshakes   int
+		handshakesPA int
+		hsTimeout    time.Duration
+		secret       string
+		secretFile   string
 	)
 	return &command{
 		name:    "server",
 		summary: "serve load and latency probes for 'sqm test' clients",
-		usage:   "sqm server [--listen ADDR] [--max-duration D] [--max-streams N] [--max-clients N] [--secret S]",
+		usage:   "sqm server [--listen ADDR] [--secret-file FILE] [--max-clients N] [--max-clients-per-addr N] [limits...]",
 		help: fmt.Sprintf(`Runs the far end of 'sqm test': TCP load in both directions, UDP latency
-probes answered with server timestamps, and a small control protocol. It
-listens on TCP and UDP port %d (IPv4 and IPv6) unless --listen says
-otherwise; open both in the firewall. It only ever sends to the peer of a
+probes answered with server timestamps, and a small control protocol.
+
+By default it listens on ALL ADDRESSES, TCP and UDP port %d (IPv4 and IPv6),
+because a test server has to be reached from beyond the router under test;
+open both in the firewall. Without a secret anyone who can reach the port
+can run tests (each is bounded by the limits below); give one with
+--secret-file or the %s environment variable, or bind to one
+address with --listen (e.g. --listen 127.0.0.1:%d for local use).
+
+Limits against abuse: each address (IPv6: each /64) may run
+--max-clients-per-addr tests at once and hold --max-handshakes-per-addr
+connections that have not yet said what they are, out of --max-handshakes
+for all strangers; a running test's load streams are counted against its
+own session, so strangers cannot block them. Refusals are logged once per
+reason per 10 s, with a count. It only ever sends to the peer of a
 connection it accepted. Stop it with Ctrl-C or SIGTERM.
 
 Example, on a host beyond the router:
 
-  $ sqm server --secret hunter2 --max-clients 2
-  sqm server: listening on [::]:%d (tcp and udp)`, bloat.DefaultPort, bloat.DefaultPort),
+  $ head -c 24 /dev/urandom | base64 > /etc/sqm-server.secret
+  $ sqm server --secret-file /etc/sqm-server.secret --max-clients 2
+  sqm server: listening on [::]:%d (tcp and udp); ...`, bloat.DefaultPort, serverSecretEnv, bloat.DefaultPort, bloat.DefaultPort),
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", bloat.DefaultPort), "`address` to listen on, TCP and UDP (e.g. 192.0.2.1:12866, [::]:9000)")
+			fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", bloat.DefaultPort), "`address` to listen on, TCP and UDP; the default is every address (e.g. 192.0.2.1:12866, [::1]:9000)")
 			units.DurationVar(fs, &maxDuration, "max-duration", 3*time.Minute, "longest test a client may run, idle lead and tail included (a session may last up to 30s longer while the client drains its uploads)")
 			fs.IntVar(&maxStreams, "max-streams", 16, "most concurrent load streams per client")
 			fs.IntVar(&maxClients, "max-clients", 4, "most clients testing at once")
-			fs.StringVar(&secret, "secret", "", "shared secret clients must know (sent as an HMAC, never in clear)")
+			fs.IntVar(&perAddr, "max-clients-per-addr", 1, "most tests at once from one address (IPv6: one /64)")
+			fs.IntVar(&handshakes, "max-handshakes", 128, "most connections from addresses without a test that may be in handshake at once")
+			fs.IntVar(&handshakesPA, "max-handshakes-per-addr", 8, "most of those from one address (IPv6: one /64)")
+			units.DurationVar(fs, &hsTimeout, "handshake-timeout", 5*time.Second, "time a connection has to finish its handshake")
+			fs.StringVar(&secretFile, "secret-file", "", "read the shared secret clients must know from the first line of `FILE`")
+			fs.StringVar(&secret, "secret", "", "shared secret clients must know (sent as an HMAC, never in clear); visible in ps: prefer --secret-file or "+serverSecretEnv)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
 				return usageError("server takes no arguments, got %q", args)
 			}
-			if maxDuration <= 0 || maxStreams <= 0 || maxClients <= 0 {
-				return usageError("--max-duration, --max-streams and --max-clients must be positive")
+			if maxDuration <= 0 || maxStreams <= 0 || maxClients <= 0 || perAddr <= 0 || handshakes <= 0 || handshakesPA <= 0 || hsTimeout <= 0 {
+				return usageError("--max-duration, --max-streams, --max-clients, --max-clients-per-addr, --max-handshakes, --max-handshakes-per-addr and --handshake-timeout must be positive")
+			}
+			if perAddr > maxClients {
+				return usageError("--max-clients-per-addr %d exceeds --max-clients %d", perAddr, maxClients)
+			}
+			if handshakesPA > handshakes {
+				return usageError("--max-handshakes-per-addr %d exceeds --max-handshakes %d", handshakesPA, handshakes)
 			}
 			logger := log.New(env.Stderr, "", log.LstdFlags)
-			lim := bloat.Limits{MaxDuration: maxDuration, MaxStreams: maxStreams, MaxClients: maxClients, Secret: secret}
-			err := bloat.ListenAndServe(ctx, "tcp", listen, lim, logger.Printf, func(a net.Addr) {
-				logger.Printf("sqm server: listening on %s (tcp and udp); limits: %v per test, %d streams per client, %d clients", a, maxDuration, maxStreams, maxClients)
+			secret, source, err := serverSecret(env, fs, secret, secretFile)
+			if err != nil {
+				return err
+			}
+			if source == "--secret" {
+				logger.Printf("sqm server: warning: --secret is visible to every user of this host (ps, /proc); use --secret-file or %s", serverSecretEnv)
+			}
+			lim := bloat.Limits{MaxDuration: maxDuration, MaxStreams: maxStreams, MaxClients: maxClients, Secret: secret,
+				MaxClientsPerAddr: perAddr, MaxHandshakes: handshakes, MaxHandshakesPerAddr: handshakesPA, HandshakeTimeout: hsTimeout}
+			err = bloat.ListenAndServe(ctx, "tcp", listen, lim, logger.Printf, func(a net.Addr) {
+				auth := "no secret: anyone who can reach it may test"
+				if secret != "" {
+					auth = "secret from " + source
+				}
+				logger.Printf("sqm server: listening on %s (tcp and udp)%s; %s; limits: %v per test, %d streams per client, %d clients, %d per address",
+					a, everyAddress(a), auth, maxDuration, maxStreams, maxClients, perAddr)
 			})
 			if err != nil {
 				return err
@@ -60,4 +113,64 @@ Example, on a host beyond the router:
 			return nil
 		},
 	}
+}
+
+// everyAddress notes when the server is reachable on all of the host's
+// addresses, so nobody runs a public server without knowing it.
+func everyAddress(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return ", on every address of this host"
+	}
+	return ""
+}
+
+// serverSecret picks the secret from --secret-file, --secret or the
+// environment: a flag wins over the environment, and giving both flags is
+// an error. It returns where the secret came from, for the log.
+func serverSecret(env *Env, fs *flag.FlagSet, flagSecret, file string) (secret, source string, err error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["secret"] && set["secret-file"]:
+		return "", "", usageError("give the secret with --secret or --secret-file, not both")
+	case set["secret-file"]:
+		s, err := readSecretFile(file)
+		return s, "--secret-file " + file, err
+	case set["secret"]:
+		if flagSecret == "" {
+			return "", "", usageError("--secret is empty; leave it out to run without a secret")
+		}
+		return flagSecret, "--secret", nil
+	}
+	if s := env.Getenv(serverSecretEnv); s != "" {
+		return s, serverSecretEnv, nil
+	}
+	return "", "", nil
+}
+
+// readSecretFile returns the first line of path, which must be the only
+// one; a trailing newline (as editors and echo write) is not part of it.
+func readSecretFile(path string) (string, error) {
+	if path == "" {
+		return "", usageError("--secret-file needs a file name")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--secret-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretLen+2))
+	if err != nil {
+		return "", fmt.Errorf("--secret-file %s: %w", path, err)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	switch {
+	case len(s) > maxSecretLen:
+		return "", fmt.Errorf("--secret-file %s: longer than %d bytes; is it the right file?", path, maxSecretLen)
+	case s == "":
+		return "", fmt.Errorf("--secret-file %s: empty; put the secret on its first line", path)
+	case strings.ContainsAny(s, "\r\n"):
+		return "", fmt.Errorf("--secret-file %s: more than one line; put only the secret in it", path)
+	}
+	return s, nil
 }
