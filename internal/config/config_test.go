@@ -228,7 +228,7 @@ func TestOptionErrors(t *testing.T) {
 		{"upload", "4294967297", `option upload: "4294967297" kbit/s is too large (at most 4294967296 kbit/s`},
 		{"upload", "99999999999999999999999", `is not a number of kbit/s`},
 		{"qdisc", "Cake", `option qdisc: "Cake" is not a qdisc name (lower-case letters, digits and _, e.g. cake or fq_codel)`},
-		{"script", "hfsc_lite.qos", `option script: unknown script "hfsc_lite.qos"; use one of simplest, simple, simplest_tbf, piece_of_cake, layer_cake, police (with or without .qos)`},
+		{"script", "hfsc_lite.qos", `option script: unknown script "hfsc_lite.qos"; use one of simplest, simple, simplest_tbf, piece_of_cake, layer_cake, police, codel_police (with or without .qos)`},
 		{"squash_dscp", "true", `option squash_dscp: "true" is not 0 or 1 ("1" washes DSCP marks of received packets, "0" keeps them)`},
 		{"squash_ingress", "2", `option squash_ingress: "2" is not 0 or 1`},
 		{"ingress_ecn", "on", `option ingress_ecn: "on" is not ECN or NOECN`},

@@ -8,9 +8,10 @@ import (
 )
 
 // Scripts returns the recipes sqm knows: the five sqm-scripts recipes and sqm's
-// own ingress policer ("police").
+// own ingress policers ("police", and "codel_police", an eBPF policer that
+// marks before it drops).
 func Scripts() []string {
-	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police"}
+	return []string{"simplest", "simple", "simplest_tbf", "piece_of_cake", "layer_cake", "police", "codel_police"}
 }
 
 // Defaults returns a queue with sqm-scripts' defaults for every option, for

@@ -151,7 +151,7 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 		}
 		b.p.Egress = t
 	}
-	if script == "police" && q.Download != 0 && b.ll != "" {
+	if (script == "police" || script == "codel_police") && q.Download != 0 && b.ll != "" {
 		b.note("the ingress policer counts bytes as received and has no link-layer adaptation; set download a little lower to leave room for the overhead")
 	}
 	if q.Download != 0 {
@@ -319,7 +319,7 @@ func (b *builder) egress(d dir) (*Tree, error) {
 		return b.pieceOfCake(d)
 	case "layer_cake":
 		return b.layerCake(d)
-	case "police":
+	case "police", "codel_police":
 		if b.p.Qdisc == "cake" {
 			return b.pieceOfCake(d)
 		}
@@ -329,8 +329,11 @@ func (b *builder) egress(d dir) (*Tree, error) {
 }
 
 func (b *builder) ingress(d dir) (*Ingress, error) {
-	if b.p.Script == "police" {
+	switch b.p.Script {
+	case "police":
 		return b.policer(d), nil
+	case "codel_police":
+		return b.codelPolicer(d)
 	}
 	t, err := b.egress(d)
 	if err != nil {

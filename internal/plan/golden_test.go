@@ -69,6 +69,9 @@ func variantsFor(script, qdisc string) []variant {
 				opts = sampleOpts["fq_codel"] // the leaf falls back to fq_codel
 			}
 			q.IQdiscOpts, q.EQdiscOpts = opts, opts
+			if script == "codel_police" {
+				q.IQdiscOpts = "flowblind" // its ingress is no leaf qdisc
+			}
 		}},
 	}
 	if script == "simple" || script == "layer_cake" || script == "piece_of_cake" {

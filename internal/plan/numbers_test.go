@@ -443,7 +443,7 @@ func TestRecipesIterators(t *testing.T) {
 	for _, s := range LeafQdiscs {
 		got = append(got, s)
 	}
-	if strings.Join(got, " ") != "simplest simple simplest_tbf piece_of_cake layer_cake police fq_codel codel pie fq_pie cake sfq pfifo bfifo" {
+	if strings.Join(got, " ") != "simplest simple simplest_tbf piece_of_cake layer_cake police codel_police fq_codel codel pie fq_pie cake sfq pfifo bfifo" {
 		t.Errorf("iterators yield %q", got)
 	}
 	for range Recipes {

@@ -110,6 +110,11 @@ func renderFilter(w *strings.Builder, dev string, f Filter) {
 	if f.Comment != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(f.Comment))
 	}
+	if f.CodelPolice != nil {
+		// Said so the script is not mistaken for the real thing.
+		w.WriteString("# sqm loads the program itself and writes these parameters into its config map;\n" +
+			"# tc cannot, and the object loaded by tc alone passes every packet.\n")
+	}
 	fmt.Fprintf(w, "tc filter add dev %s %s\n", shq(dev), FilterArgs(&f))
 }
 
@@ -332,6 +337,9 @@ func FilterArgs(f *Filter) string {
 		for _, k := range f.U32.Keys {
 			a = append(a, fmt.Sprintf("match u32 0x%08x 0x%08x at %d", k.Val, k.Mask, k.Off))
 		}
+	}
+	if f.CodelPolice != nil {
+		a = append(a, "da obj codel_police.o sec classifier")
 	}
 	if f.FlowID != HandleNone {
 		a = append(a, "flowid "+f.FlowID.String())

@@ -298,13 +298,15 @@ type HTBClass struct {
 // Filter is one tc filter. Protocol is tc's name for the ethertype ("all",
 // "ip", "ipv6", "arp", "802.1Q", "ppp_ses").
 type Filter struct {
-	Parent   Handle   `json:"parent"`
-	Prio     uint16   `json:"prio"`
-	Protocol string   `json:"protocol"`
-	Kind     string   `json:"kind"` // "u32" or "matchall"
-	U32      *U32     `json:"u32,omitempty"`
-	FlowID   Handle   `json:"flowid,omitempty"` // class the match sends packets to
-	Actions  []Action `json:"actions,omitempty"`
+	Parent   Handle `json:"parent"`
+	Prio     uint16 `json:"prio"`
+	Protocol string `json:"protocol"`
+	Kind     string `json:"kind"` // "u32", "matchall" or "bpf"
+	U32      *U32   `json:"u32,omitempty"`
+	// CodelPolice is the eBPF policer a "bpf" filter runs (codel_police).
+	CodelPolice *CodelPolice `json:"codel_police,omitempty"`
+	FlowID      Handle       `json:"flowid,omitempty"` // class the match sends packets to
+	Actions     []Action     `json:"actions,omitempty"`
 	// Comment says what the filter is for, rendered as a shell comment.
 	Comment string `json:"comment,omitempty"`
 }
@@ -338,4 +340,53 @@ type Police struct {
 	RateBits uint64 `json:"rate_bits"`
 	Burst    uint32 `json:"burst"` // bytes
 	MTU      uint32 `json:"mtu"`   // largest packet the bucket accepts
+}
+
+// CodelPolice is the codel_police recipe's eBPF program's parameters:
+// a virtual queue drained at RateBits whose delay CoDel watches (see
+// internal/codelpolice and docs/codel-police.md).
+type CodelPolice struct {
+	RateBits uint64 `json:"rate_bits"`
+	// Target and Interval are CoDel's: signal once the virtual delay has
+	// stayed above Target for Interval, then at Interval/sqrt(count).
+	Target   time.Duration `json:"target"`
+	Interval time.Duration `json:"interval"`
+	// Limit is the virtual delay past which every packet is dropped.
+	Limit time.Duration `json:"limit"`
+	// MTU is the largest frame (bytes, link-layer header included): with
+	// less than one frame of debt there is no standing queue to signal.
+	MTU uint32 `json:"mtu"`
+	// ECN marks ECN-capable packets CE instead of dropping them.
+	ECN bool `json:"ecn"`
+	// Flows defers a due signal past packets of flows that sent less than
+	// the average flow over the last two intervals.
+	Flows bool `json:"flows"`
+}
+
+// Bounds of CodelPolice's parameters: beyond them the program's fixed-point
+// arithmetic overflows or the setting makes no sense for a link.
+const (
+	CodelPoliceMinRate = 64_000 // bit/s, the other recipes' minimum
+	// CodelPoliceMaxRate: the program's 16.16 fixed-point ns per byte
+	// still resolves the cost to 1 % at this rate.
+	CodelPoliceMaxRate     = 500e9       // bit/s
+	CodelPoliceMaxInterval = time.Second // the control law's interval*2^32 fits 64 bits up to ~4 s
+	CodelPoliceMaxLimit    = 10 * time.Second
+)
+
+// Validate reports the first parameter out of range, naming it.
+func (c *CodelPolice) Validate() error {
+	switch {
+	case c.RateBits < CodelPoliceMinRate || c.RateBits > CodelPoliceMaxRate:
+		return fmt.Errorf("codel_police: rate %d bit/s is outside %d..%d", c.RateBits, uint64(CodelPoliceMinRate), uint64(CodelPoliceMaxRate))
+	case c.Interval < time.Millisecond || c.Interval > CodelPoliceMaxInterval:
+		return fmt.Errorf("codel_police: interval %s is outside 1ms..%s", c.Interval, CodelPoliceMaxInterval)
+	case c.Target <= 0 || c.Target >= c.Interval:
+		return fmt.Errorf("codel_police: target %s must be above 0 and below the interval %s", c.Target, c.Interval)
+	case c.Limit <= c.Target || c.Limit > CodelPoliceMaxLimit:
+		return fmt.Errorf("codel_police: limit %s must be above the target %s and at most %s", c.Limit, c.Target, CodelPoliceMaxLimit)
+	case c.MTU < 68 || c.MTU > 65536+14:
+		return fmt.Errorf("codel_police: mtu %d is outside 68..65550", c.MTU)
+	}
+	return nil
 }

@@ -36,6 +36,13 @@ func (p *Plan) Validate() error {
 			if f.Parent != hFFFF {
 				bad("hook filter %d has parent %s, want ffff:", i, f.Parent)
 			}
+			if f.Kind == "bpf" {
+				if f.CodelPolice == nil {
+					bad("hook filter %d is a bpf filter without a program", i)
+				} else if err := f.CodelPolice.Validate(); err != nil {
+					bad("hook filter %d: %v", i, err)
+				}
+			}
 			for _, a := range f.Actions {
 				switch {
 				case a.Mirred != nil && a.Mirred.Device != in.IFB:
