@@ -29,10 +29,14 @@ const ResultVersion = 1
 // headline field names (download_mbps ... rpm) are fixed by the issue and
 // must not change.
 type Result struct {
-	FormatVersion int       `json:"format_version"`
-	Mode          Mode      `json:"mode"`
-	Server        string    `json:"server"` // address tested against, host:port
-	Start         time.Time `json:"start"`  // wall clock at t=0 of the time series
+	FormatVersion int    `json:"format_version"`
+	Mode          Mode   `json:"mode"`
+	Server        string `json:"server"` // address tested against, host:port
+	// Servers says which servers the run used, as URLs: the load server
+	// (sqm://host:port or iperf3://host:port) and where each kind of latency
+	// probe went (sqm://, irtt://host:port, icmp://host).
+	Servers *Servers  `json:"servers,omitempty"`
+	Start   time.Time `json:"start"` // wall clock at t=0 of the time series
 	// Durations of the parts of the run, in seconds: idle lead and tail
 	// (each), load (each load phase), probe/sampling step, and the whole run.
 	IdleS  float64 `json:"idle_s"`
@@ -117,11 +121,21 @@ type Stream struct {
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
 	Bytes  int64   `json:"bytes"`
-	Mbps   float64 `json:"mbps"`
+	// PeerBytes is the far end's own count for the stream where its
+	// protocol reports one (iperf3: what the server received on an upload,
+	// what it sent on a download); Bytes is what counts for goodput.
+	PeerBytes int64   `json:"peer_bytes,omitempty"`
+	Mbps      float64 `json:"mbps"`
 	// MbpsSeries is the goodput in each step, aligned with Series.TS:
 	// bytes received (down) or acknowledged (up, so it lags by the reverse
 	// path's queue and is lumpier than the total).
 	MbpsSeries []float64 `json:"mbps_series"`
+}
+
+// Servers are the servers a run used.
+type Servers struct {
+	Load    string   `json:"load"`
+	Latency []string `json:"latency"`
 }
 
 // Series is the throughput over time, one value per step ending at TS[i].
