@@ -16,6 +16,8 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"sqm/internal/irtt"
 )
 
 // kind is one stream of latency probes (a UDP marking, or ICMP echo).
@@ -23,17 +25,44 @@ type kind struct {
 	name string
 	dscp int
 	conn net.PacketConn
+	// server is where the probes go (host:port, ICMP: host) and protocol
+	// what answers them: sqm, irtt or icmp.
+	server, protocol string
+	// interval between probes; 0 means Options.Interval. An irtt server
+	// may grant a longer one than asked for.
+	interval time.Duration
+	// irtt is the open irtt connection of an irtt kind.
+	irtt *irtt.Session
 	// send writes probe seq, sent at offset t from the start.
 	send func(seq uint64, t time.Duration) error
-	// read blocks for one reply and reports its kernel receive time, seq,
-	// server times, and whether it answers one of our probes.
-	read func(buf []byte) (at time.Time, seq uint64, srvRecv, srvSend int64, ok bool, err error)
+	// read blocks for one reply.
+	read func(buf []byte) (reply, error)
 
 	mu   sync.Mutex
 	recs []probeRec
 	// DSCP of the last reply as received here, and of its request as the
 	// server received it; -1 unknown.
 	downDSCP, upDSCP int
+	// srvCount is the highest count of received probes an irtt server
+	// reported, to tell probes lost on the way up from those lost on the
+	// way back; badReplies counts replies that failed the irtt checks.
+	srvCount   uint32
+	lastSeq    uint64 // the probe whose reply brought srvCount
+	hasCount   bool
+	badReplies int
+	lastBad    error
+}
+
+// reply is what a kind's read found in one datagram.
+type reply struct {
+	at  time.Time // kernel receive time
+	seq uint64
+	// srvRecv and srvSend are the server's wall clock receive and send
+	// times in ns, 0 if it gave none; proc is its time between the two
+	// (from its monotonic clock where it has one).
+	srvRecv, srvSend int64
+	proc             time.Duration
+	ok               bool // answers one of our probes
 }
 
 type probeRec struct {
@@ -87,6 +116,21 @@ func (c *client) openProbes() error {
 	}
 	network := "udp" + c.o.Network[3:]
 	raddr := net.UDPAddrFromAddrPort(c.server)
+	icmpTo := c.server.Addr()
+	if c.o.IRTT != "" {
+		var err error
+		if raddr, err = c.resolveIRTT(network); err != nil {
+			return err
+		}
+		icmpTo = raddr.AddrPort().Addr().Unmap()
+	}
+	fail := func(err error) error {
+		for _, k := range c.kinds {
+			k.conn.Close()
+		}
+		c.kinds = nil
+		return err
+	}
 	for _, u := range udp {
 		var conn *net.UDPConn
 		err := c.o.Enter(func() error {
@@ -95,21 +139,27 @@ func (c *client) openProbes() error {
 			return err
 		})
 		if err != nil {
-			for _, k := range c.kinds {
-				k.conn.Close()
-			}
-			c.kinds = nil
-			return fmt.Errorf("bloat: open udp probe socket to %s: %w", raddr, err)
+			return fail(fmt.Errorf("bloat: open udp probe socket to %s: %w", raddr, err))
 		}
 		if u.dscp != 0 {
 			if err := setDSCP(conn, u.dscp); err != nil {
 				c.note("cannot mark %s probes with DSCP %d: %v", u.name, u.dscp, err)
 			}
 		}
-		c.kinds = append(c.kinds, c.udpKind(u.name, u.dscp, conn))
+		if c.o.IRTT == "" {
+			c.kinds = append(c.kinds, c.udpKind(u.name, u.dscp, conn))
+			continue
+		}
+		k, err := c.irttKind(u.name, u.dscp, conn)
+		if err != nil {
+			conn.Close()
+			return fail(fmt.Errorf("bloat: irtt server %s: %w", raddr, err))
+		}
+		c.kinds = append(c.kinds, k)
 	}
+	c.irttNotes()
 	if !c.o.NoICMP {
-		k, err := c.icmpKind()
+		k, err := c.icmpKind(icmpTo)
 		if err != nil {
 			c.note("ICMP probes unavailable (%v); going on with UDP probes only", err)
 		} else {
@@ -120,7 +170,8 @@ func (c *client) openProbes() error {
 }
 
 func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
-	k := &kind{name: name, dscp: dscp, conn: conn, downDSCP: -1, upDSCP: -1}
+	k := &kind{name: name, dscp: dscp, conn: conn, downDSCP: -1, upDSCP: -1,
+		server: c.server.String(), protocol: "sqm"}
 	out := make([]byte, probeLen)
 	k.send = func(seq uint64, t time.Duration) error {
 		p := probe{kind: probeRequest, token: c.token, seq: seq, clientSend: int64(t)}
@@ -129,14 +180,14 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 	}
 	enableRxTimestamps(conn)
 	oob := make([]byte, 128)
-	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
+	k.read = func(buf []byte) (reply, error) {
 		n, _, at, tos, err := readStamped(conn, buf, oob)
 		if err != nil {
-			return at, 0, 0, 0, false, err
+			return reply{at: at}, err
 		}
 		var p probe
 		if p.unmarshal(buf[:n]) != nil || p.kind != probeReply || p.token != c.token {
-			return at, 0, 0, 0, false, nil
+			return reply{at: at}, nil
 		}
 		// The echoed client time must match what was sent for that seq;
 		// anything else is stale or forged.
@@ -147,7 +198,8 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 			k.upDSCP = int(p.seenDSCP) - 1
 		}
 		k.mu.Unlock()
-		return at, p.seq, p.serverRecv, p.serverSend, ok, nil
+		return reply{at: at, seq: p.seq, srvRecv: p.serverRecv, srvSend: p.serverSend,
+			proc: time.Duration(p.serverSend - p.serverRecv), ok: ok}, nil
 	}
 	return k
 }
@@ -155,13 +207,12 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 // icmpKind opens an ICMP echo socket: an unprivileged ping socket if
 // net.ipv4.ping_group_range allows it, a raw socket otherwise (root or
 // CAP_NET_RAW).
-func (c *client) icmpKind() (*kind, error) {
-	ip := c.server.Addr()
+func (c *client) icmpKind(ip netip.Addr) (*kind, error) {
 	v6 := ip.Is6()
-	proto, echo, reply := 1, icmp.Type(ipv4.ICMPTypeEcho), icmp.Type(ipv4.ICMPTypeEchoReply)
+	proto, echo, echoReply := 1, icmp.Type(ipv4.ICMPTypeEcho), icmp.Type(ipv4.ICMPTypeEchoReply)
 	rawNet, wildcard := "ip4:icmp", "0.0.0.0"
 	if v6 {
-		proto, echo, reply = 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
+		proto, echo, echoReply = 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
 		rawNet, wildcard = "ip6:ipv6-icmp", "::"
 	}
 	var conn net.PacketConn
@@ -192,7 +243,7 @@ func (c *client) icmpKind() (*kind, error) {
 	var idb [2]byte
 	rand.Read(idb[:])
 	id := int(idb[0])<<8 | int(idb[1])
-	k := &kind{name: "icmp", conn: conn, downDSCP: -1, upDSCP: -1}
+	k := &kind{name: "icmp", conn: conn, downDSCP: -1, upDSCP: -1, server: ip.String(), protocol: "icmp"}
 	k.send = func(seq uint64, t time.Duration) error {
 		m := icmp.Message{Type: echo, Body: &icmp.Echo{ID: id, Seq: int(uint16(seq)), Data: cookie[:]}}
 		b, err := m.Marshal(nil)
@@ -202,41 +253,51 @@ func (c *client) icmpKind() (*kind, error) {
 		_, err = conn.WriteTo(b, dst)
 		return err
 	}
-	k.read = func(buf []byte) (time.Time, uint64, int64, int64, bool, error) {
+	k.read = func(buf []byte) (reply, error) {
 		n, from, at, _, err := readStamped(conn, buf, oob)
 		if err != nil {
-			return at, 0, 0, 0, false, err
+			return reply{at: at}, err
 		}
 		m, err := icmp.ParseMessage(proto, buf[:n])
-		if err != nil || m.Type != reply {
-			return at, 0, 0, 0, false, nil
+		if err != nil || m.Type != echoReply {
+			return reply{at: at}, nil
 		}
 		e, ok := m.Body.(*icmp.Echo)
 		if !ok || len(e.Data) < len(cookie) || string(e.Data[:len(cookie)]) != string(cookie[:]) {
-			return at, 0, 0, 0, false, nil // another process's ping
+			return reply{at: at}, nil // another process's ping
 		}
 		if a, ok := from.(*net.IPAddr); ok && !a.IP.Equal(dst.(*net.IPAddr).IP) {
-			return at, 0, 0, 0, false, nil
+			return reply{at: at}, nil
 		}
 		// Widen the 16-bit sequence number to the latest probe with those bits.
 		k.mu.Lock()
 		sent := uint64(len(k.recs))
 		k.mu.Unlock()
 		if sent == 0 {
-			return at, 0, 0, 0, false, nil
+			return reply{at: at}, nil
 		}
 		last := sent - 1
 		seq := last - uint64(uint16(uint16(last)-uint16(e.Seq)))
-		return at, seq, 0, 0, seq <= last, nil
+		return reply{at: at, seq: seq, ok: seq <= last}, nil
 	}
 	return k, nil
 }
 
 // sendProbes sends one probe every interval from offset until the end.
 func (c *client) sendProbes(ctx context.Context, k *kind, offset time.Duration) {
+	if k.irtt != nil {
+		// Requests that left before the close reach the server before it
+		// (one socket, one path), so their replies are still sent; the
+		// close spares the server its idle timeout.
+		defer k.irtt.Close()
+	}
+	every := k.interval
+	if every <= 0 {
+		every = c.o.Interval
+	}
 	var failed bool
 	for i := 0; ; i++ {
-		due := offset + time.Duration(i)*c.o.Interval
+		due := offset + time.Duration(i)*every
 		if due >= c.total {
 			return
 		}
@@ -261,16 +322,17 @@ func (c *client) sendProbes(ctx context.Context, k *kind, offset time.Duration) 
 func (k *kind) receive(c *client) {
 	buf := make([]byte, 1500)
 	for {
-		at, seq, srvRecv, srvSend, ok, err := k.read(buf)
+		rp, err := k.read(buf)
 		// Kernel timestamps carry no monotonic reading; Sub then uses the
 		// wall clocks of both, which is what the kernel stamped.
-		now := at.Sub(c.start)
+		now := rp.at.Sub(c.start)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
+				k.finish(c)
 				return
 			}
 			// e.g. ECONNREFUSED from an ICMP port unreachable: the probe
@@ -278,20 +340,19 @@ func (k *kind) receive(c *client) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if !ok {
+		if !rp.ok {
 			continue
 		}
 		k.mu.Lock()
-		if seq < uint64(len(k.recs)) && !k.recs[seq].got {
-			r := &k.recs[seq]
+		if rp.seq < uint64(len(k.recs)) && !k.recs[rp.seq].got {
+			r := &k.recs[rp.seq]
 			r.got = true
-			r.rtt = now - r.sent
-			if srvRecv != 0 {
-				r.rtt -= time.Duration(srvSend - srvRecv)
+			r.rtt = now - r.sent - rp.proc
+			if rp.srvRecv != 0 {
 				wallSend := c.start.UnixNano() + int64(r.sent)
 				wallRecv := c.start.UnixNano() + int64(now)
-				r.a = srvRecv - wallSend
-				r.b = wallRecv - srvSend
+				r.a = rp.srvRecv - wallSend
+				r.b = wallRecv - rp.srvSend
 				r.hasOWD = true
 			}
 			c.lastRTT.Store(int64(r.rtt))

@@ -33,6 +33,9 @@ type command struct {
 	run     func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error
 	// flags registers the command's flags; run is called after parsing.
 	flags func(fs *flag.FlagSet)
+	// unavailable, if set, is why this binary cannot run the command (see
+	// unavailable.go); it is printed instead of running it.
+	unavailable string
 }
 
 // commands is the table of subcommands, in the order `sqm --help` lists them.
@@ -94,6 +97,10 @@ func run(ctx context.Context, env *Env, args []string) int {
 	if c == nil {
 		fmt.Fprintf(env.Stderr, "sqm: unknown command %q; run 'sqm --help' for the list\n", name)
 		return 2
+	}
+	if c.unavailable != "" {
+		fmt.Fprintln(env.Stderr, c.unavailable)
+		return 1
 	}
 	fs := flag.NewFlagSet("sqm "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -1,3 +1,5 @@
+//go:build linux && !sqm_nolab
+
 package cli
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -6,67 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
-	"sqm/internal/plan"
 	"sqm/internal/service"
 )
-
-// Defaults shared by the shaping commands.
-const (
-	defaultConfig   = "/etc/config/sqm"
-	defaultStateDir = "/run/sqm"
-	lockWait        = 10 * time.Second
-)
-
-// stateDirFlag registers --state-dir; the value is resolved by stateDir.
-func stateDirFlag(fs *flag.FlagSet) {
-	fs.String("state-dir", "", "`dir` to keep sqm's state and lock in (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run)")
-}
-
-func configFlag(fs *flag.FlagSet) {
-	fs.String("config", defaultConfig, "UCI config `file` with 'config queue' sections")
-}
-
-func flagString(fs *flag.FlagSet, name string) string {
-	if f := fs.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
-
-func flagBool(fs *flag.FlagSet, name string) bool {
-	return flagString(fs, name) == "true"
-}
-
-// stateDir is --state-dir, else $SQM_STATE_DIR, else /run/sqm.
-func stateDir(env *Env, fs *flag.FlagSet) string {
-	if d := flagString(fs, "state-dir"); d != "" {
-		return d
-	}
-	if d := env.Getenv("SQM_STATE_DIR"); d != "" {
-		return d
-	}
-	// OpenWrt has no /run (its tmpfs is /var/run -> /tmp/run); there the
-	// init script, the hotplug hook and a user's `sqm status` must agree.
-	if _, err := os.Stat("/run"); err != nil {
-		return "/var/run/sqm"
-	}
-	return defaultStateDir
-}
-
-// buildPlan is the service's planner: the real recipes at the interface's
-// MTU.
-func buildPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	return plan.Build(q, plan.Env{MTU: mtu})
-}
 
 // session is an open kernel connection plus the service over it, with the
 // state lock held.
@@ -184,19 +131,6 @@ Example:
 			return err
 		},
 	}
-}
-
-// loadConfig reads the UCI file and prints its warnings (options sqm-scripts
-// would silently ignore) to stderr.
-func loadConfig(env *Env, path string) ([]config.Queue, error) {
-	f, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range f.Warnings {
-		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
-	}
-	return f.Queues, nil
 }
 
 // configSource is --config as an absolute path: state records it as the

@@ -33,6 +33,9 @@ func cmdTest() *command {
 		plotFile  string
 		quiet     bool
 		noICMP    bool
+		irttAddr  string
+		irttHMAC  string
+		irttFile  string
 	)
 	return &command{
 		name:    "test",
@@ -54,6 +57,14 @@ DSLReports grade (A+ < 5 ms ... F >= 400 ms) and the responsiveness in RPM.
 ICMP needs root or net.ipv4.ping_group_range; without it the test goes on
 with UDP probes.
 
+--irtt HOST[:PORT] sends the latency probes (UDP and ICMP) to an irtt server,
+such as flent's public ones, while the load still goes to the server named
+last. irtt servers return their receive and send times: RTTs then exclude
+the server's own delay, and one-way delays are given, with a note when the
+two clocks are evidently not synchronised (the induced one-way delays, loaded
+minus idle, do not depend on the clocks). An irtt server that wants an HMAC
+needs its key: --irtt-hmac-file, $SQM_IRTT_HMAC, or --irtt-hmac.
+
 Example:
 
   $ sqm test --duration 30s --plot run.svg --flent run.flent.gz 192.0.2.7
@@ -72,6 +83,9 @@ Example:
 			fs.StringVar(&plotFile, "plot", "", "also draw the run to `file` (.svg or .png)")
 			fs.BoolVar(&quiet, "quiet", false, "no progress display")
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
+			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]` (port 2112), instead of the load server")
+			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server (0x for hex, as irtt takes it); visible in ps: prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
+			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file` (first line)")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) != 1 {
@@ -81,6 +95,9 @@ Example:
 				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}
 			if idle == 0 {
 				o.Idle = -1
+			}
+			if err := irttOptions(env, &o, irttAddr, irttHMAC, irttFile); err != nil {
+				return err
 			}
 			switch {
 			case v4 && v6:

@@ -1,3 +1,5 @@
+//go:build linux && !sqm_notest
+
 package cli
 
 import (

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Some commands cannot be in every binary: the shaping commands talk to
+// Linux's netlink, and a router build leaves parts out with build tags
+// (the Makefile's ROUTER_TAGS). Such a command keeps its place in the
+// table as a stand-in, so `sqm --help` still lists it and calling it says
+// why it cannot run, rather than "unknown command". A stand-in has no
+// flags and accepts any arguments: the message comes before flag parsing.
+//
+// The pattern for a new optional part, e.g. a tag sqm_noweb: put
+// `//go:build !sqm_noweb` on the command's file, and add a file with
+// `//go:build sqm_noweb` whose constructor returns omitted("web",
+// "sqm_noweb"). TestRouterBuild (router_test.go) then checks the tag.
+//
+// Stand-ins repeat neither the real summary nor the usage, so nothing
+// needs keeping in step: the real command's file is simply not compiled.
+
+// needsLinux is the stand-in for a command that only Linux can run.
+func needsLinux(name string) *command {
+	return standIn(name, "(needs Linux)", fmt.Sprintf("sqm %s needs Linux (this is %s)", name, runtime.GOOS))
+}
+
+// omitted is the stand-in for a command left out of this build by tag.
+// On other OSes the lab would need Linux anyway, which is then the
+// reason given.
+func omitted(name, tag string) *command {
+	if runtime.GOOS != "linux" && tag == "sqm_nolab" {
+		return needsLinux(name)
+	}
+	return standIn(name, "(not in this build)", fmt.Sprintf("sqm %s is not in this build (built with -tags %s)", name, tag))
+}
+
+func standIn(name, summary, why string) *command {
+	return &command{
+		name:        name,
+		summary:     summary,
+		usage:       "sqm " + name,
+		help:        why + ".",
+		unavailable: why,
+	}
+}
