@@ -1,5 +1,3 @@
-//go:build linux
-
 package cli
 
 import (
@@ -23,13 +21,24 @@ func cmdStatus() *command {
 	return &command{
 		name:    "status",
 		summary: "show the shaping trees with their counters",
-		usage:   "sqm status [--json] [--state-dir DIR] [IFACE...]",
+		usage:   "sqm status [--json | --prom | --prom-file FILE [--prom-interval D]] [--state-dir DIR] [IFACE...]",
 		help: `Shows, for every interface sqm shapes (or the named ones, shaped or not),
 where the shaping came from and the kernel's tree right now: every qdisc
 and class with bytes, packets, drops, overlimits, backlog and ECN marks,
 and cake's per-tin statistics as a table. The IFB carrying an interface's
 ingress shaping is shown after it. --json prints the same as JSON, in
 the stable snake_case layout docs/status-json.md describes.
+
+--prom prints the shaped interfaces' counters in Prometheus text format,
+as the daemon's /metrics serves them (per interface and direction: bytes,
+packets, drops, overlimits, backlog, configured rate; per cake tin:
+delays, drops, ECN marks, ACK drops, flows). --prom-file writes the same
+to a file, replaced atomically, for a textfile collector, e.g. from cron:
+
+  sqm status --prom-file /var/prometheus/sqm.prom
+
+With --prom-interval 30s it keeps rewriting the file, and 32-bit kernel
+counters that wrap keep counting up instead of looking like a reset.
 
 Drops on the shaper are normal under load: that is the AQM keeping the
 queue short. A growing backlog with no drops means the shaper is not the
@@ -52,8 +61,15 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 		flags: func(fs *flag.FlagSet) {
 			stateDirFlag(fs)
 			fs.Bool("json", false, "print as JSON (schema: docs/status-json.md)")
+			statusPromFlags(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			if prom, err := promRequested(fs); err != nil || prom {
+				if err != nil {
+					return err
+				}
+				return statusProm(ctx, env, fs, args)
+			}
 			store := &service.Store{Dir: stateDir(env, fs)}
 			states, serr := store.All()
 			conn, err := kernel.Open()
