@@ -1,5 +1,3 @@
-//go:build !sqm_notest
-
 package cli
 
 import (
@@ -37,6 +35,7 @@ func cmdServer() *command {
 		hsTimeout    time.Duration
 		secret       string
 		secretFile   string
+		rpmSrv       rpmServerFlags
 	)
 	return &command{
 		name:    "server",
@@ -60,6 +59,12 @@ own session, so strangers cannot block them. Refusals are logged once per
 reason per 10 s, with a count. It only ever sends to the peer of a
 connection it accepted. Stop it with Ctrl-C or SIGTERM.
 
+--rpm ADDR also serves responsiveness clients (IETF draft; 'sqm test --rpm',
+Apple's networkQuality -C, goresponsiveness) over HTTP/2 and TLS: the
+configuration at /.well-known/nq and its three objects. Without
+--rpm-cert/--rpm-key the certificate is self-signed, made at start, and
+clients must skip its verification (see 'sqm help test').
+
 Example, on a host beyond the router:
 
   $ head -c 24 /dev/urandom | base64 > /etc/sqm-server.secret
@@ -76,6 +81,7 @@ Example, on a host beyond the router:
 			units.DurationVar(fs, &hsTimeout, "handshake-timeout", 5*time.Second, "time a connection has to finish its handshake")
 			fs.StringVar(&secretFile, "secret-file", "", "read the shared secret clients must know from the first line of `FILE`")
 			fs.StringVar(&secret, "secret", "", "shared secret clients must know (sent as an HMAC, never in clear); visible in ps: prefer --secret-file or "+serverSecretEnv)
+			rpmSrv.register(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
@@ -98,6 +104,11 @@ Example, on a host beyond the router:
 			if source == "--secret" {
 				logger.Printf("sqm server: warning: --secret is visible to every user of this host (ps, /proc); use --secret-file or %s", serverSecretEnv)
 			}
+			stopRPM, err := rpmSrv.start(ctx, maxDuration, logger.Printf)
+			if err != nil {
+				return err
+			}
+			defer stopRPM()
 			lim := bloat.Limits{MaxDuration: maxDuration, MaxStreams: maxStreams, MaxClients: maxClients, Secret: secret,
 				MaxClientsPerAddr: perAddr, MaxHandshakes: handshakes, MaxHandshakesPerAddr: handshakesPA, HandshakeTimeout: hsTimeout}
 			err = bloat.ListenAndServe(ctx, "tcp", listen, lim, logger.Printf, func(a net.Addr) {

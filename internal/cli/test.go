@@ -33,9 +33,7 @@ func cmdTest() *command {
 		plotFile  string
 		quiet     bool
 		noICMP    bool
-		irttAddr  string
-		irttHMAC  string
-		irttFile  string
+		rpmT      rpmTestFlags
 	)
 	return &command{
 		name:    "test",
@@ -57,13 +55,12 @@ DSLReports grade (A+ < 5 ms ... F >= 400 ms) and the responsiveness in RPM.
 ICMP needs root or net.ipv4.ping_group_range; without it the test goes on
 with UDP probes.
 
---irtt HOST[:PORT] sends the latency probes (UDP and ICMP) to an irtt server,
-such as flent's public ones, while the load still goes to the server named
-last. irtt servers return their receive and send times: RTTs then exclude
-the server's own delay, and one-way delays are given, with a note when the
-two clocks are evidently not synchronised (the induced one-way delays, loaded
-minus idle, do not depend on the clocks). An irtt server that wants an HMAC
-needs its key: --irtt-hmac-file, $SQM_IRTT_HMAC, or --irtt-hmac.
+--rpm URL measures responsiveness instead, the IETF draft's way, against
+any server that publishes its /.well-known/nq configuration (Apple's, a
+self-hosted one, 'sqm server --rpm'): HTTP/2 load both ways (--rpm-load)
+with probes on new connections (TCP, TLS, HTTP times) and on the loaded
+ones, until stable or --duration (default 20s). A self-signed server needs
+--insecure or --ca FILE.
 
 Example:
 
@@ -83,11 +80,12 @@ Example:
 			fs.StringVar(&plotFile, "plot", "", "also draw the run to `file` (.svg or .png)")
 			fs.BoolVar(&quiet, "quiet", false, "no progress display")
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
-			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]` (port 2112), instead of the load server")
-			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server (0x for hex, as irtt takes it); visible in ps: prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
-			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file` (first line)")
+			rpmT.register(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet); done {
+				return err
+			}
 			if len(args) != 1 {
 				return usageError("test needs exactly one server, HOST[:PORT]; got %d arguments", len(args))
 			}
@@ -95,9 +93,6 @@ Example:
 				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}
 			if idle == 0 {
 				o.Idle = -1
-			}
-			if err := irttOptions(env, &o, irttAddr, irttHMAC, irttFile); err != nil {
-				return err
 			}
 			switch {
 			case v4 && v6:
