@@ -253,6 +253,7 @@ func (t *txn) run(cur *tree) error {
 			if err != nil {
 				return fmt.Errorf("ingress hook filter %d: %w", i, err)
 			}
+			o.l2len = l2Len(t.iface)
 			hook = append(hook, o)
 		}
 		if err := c.runOps(hook, map[string]int{p.Interface: idx}); err != nil {
@@ -304,7 +305,15 @@ func (c *Conn) runOps(ops []op, ifindex map[string]int) error {
 			return fmt.Errorf("internal error: no ifindex for device %q", o.dev)
 		}
 		var err error
-		if o.useRaw {
+		if o.bpf != nil {
+			prog, lerr := loadBPF(o, o.l2len)
+			if lerr != nil {
+				c.traceOp(o.dev, idx, o.what(), lerr)
+				return fmt.Errorf("%s: %w", o.what(), lerr)
+			}
+			err = c.rawAdd(o, idx)
+			prog.Close()
+		} else if o.useRaw {
 			err = c.rawAdd(o, idx)
 		} else {
 			obj := o.obj
@@ -439,6 +448,7 @@ func (t *txn) rebuildIngress(old *plan.Plan) error {
 		if err != nil {
 			return err
 		}
+		o.l2len = l2Len(t.iface)
 		if err := c.runOps([]op{o}, map[string]int{old.Interface: idx}); err != nil {
 			return err
 		}

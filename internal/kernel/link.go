@@ -21,6 +21,7 @@ type link struct {
 	MTU   int
 	Kind  string // "ifb", "veth", ... ("" if the kernel does not say)
 	Up    bool
+	Type  uint16 // ARPHRD_*: 1 is Ethernet
 }
 
 // linkByName looks a device up; the error wraps ErrNoLink if it is absent.
@@ -43,7 +44,7 @@ func (c *Conn) linkByName(name string) (*link, error) {
 		if !ok || lm.Attributes == nil || lm.Attributes.Name != name {
 			continue
 		}
-		l := &link{Name: name, Index: int(lm.Index), MTU: int(lm.Attributes.MTU), Up: lm.Flags&unix.IFF_UP != 0}
+		l := &link{Name: name, Index: int(lm.Index), MTU: int(lm.Attributes.MTU), Up: lm.Flags&unix.IFF_UP != 0, Type: lm.Type}
 		if lm.Attributes.Info != nil {
 			l.Kind = lm.Attributes.Info.Kind
 		}

@@ -389,6 +389,8 @@ func filterDesc(f *object) string {
 			d.flowid = plan.Handle(scalar(v))
 		}
 		acts = a[2]
+	case "bpf":
+		bpfDesc(&d, f.Options)
 	}
 	list := attrMap(acts)
 	for i := uint16(1); ; i++ {

@@ -42,6 +42,10 @@ type op struct {
 	fd      fdesc    // filters: what Matches compares (rendered on demand)
 	hint    string   // what to do when the kernel refuses the kind
 	acts    []string // filters: action kinds, for the hint (built on failure only)
+	// bpf is the program a "bpf" filter loads when the op runs; l2len
+	// the device's link-layer header length it is loaded for.
+	bpf   *plan.CodelPolice
+	l2len int
 }
 
 // resolver maps a device name to its ifindex (for mirred targets).
@@ -586,6 +590,10 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 			m.Actions = &acts
 		}
 		o.obj = tc.Object{Msg: tc.Msg{Parent: uint32(fl.Parent), Info: o.info}, Attribute: tc.Attribute{Kind: "matchall", Matchall: m}}
+	case "bpf":
+		if err := bpfFilterOp(&o, &desc, fl); err != nil {
+			return o, err
+		}
 	default:
 		return o, fmt.Errorf("filter kind %q: %w", fl.Kind, ErrNotSupported)
 	}

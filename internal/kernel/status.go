@@ -6,6 +6,7 @@ import (
 
 	"github.com/mdlayher/netlink"
 
+	"sqm/internal/codelpolice"
 	"sqm/internal/plan"
 )
 
@@ -36,6 +37,9 @@ type DeviceStatus struct {
 	// Filters counts the classifier rules on the device's qdiscs and
 	// classes (u32 hash-table headers excluded).
 	Filters int `json:"filters"`
+	// CodelPolice is what the codel_police program on the ingress hook
+	// counted; nil without one.
+	CodelPolice *codelpolice.Counters `json:"codel_police,omitempty"`
 }
 
 // QdiscStatus is one qdisc with its counters.
@@ -135,6 +139,9 @@ func (c *Conn) Status(devices ...string) ([]DeviceStatus, error) {
 			return nil, fmt.Errorf("status of %s: %w", dev, err)
 		}
 		ds := DeviceStatus{Device: dev, Ifindex: l.Index, Filters: len(t.filters)}
+		if ds.CodelPolice, err = codelPoliceStatus(t); err != nil {
+			return nil, fmt.Errorf("status of %s: %w", dev, err)
+		}
 		for _, q := range t.qdiscs {
 			qs := QdiscStatus{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent, Counters: q.Stats}
 			switch q.Kind {
@@ -336,6 +343,11 @@ func (c *Conn) readTree(ifindex int) (*tree, error) {
 				continue
 			}
 			if f.Kind == "" {
+				continue
+			}
+			// cls_bpf dumps the classifier itself (no handle, no
+			// options) before its programs; it is not a rule either.
+			if f.Kind == "bpf" && f.Handle == 0 {
 				continue
 			}
 			t.filters = append(t.filters, f)

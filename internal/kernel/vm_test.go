@@ -28,6 +28,9 @@ var vmVariants = []llaVariant{
 		} else {
 			q.EQdiscOpts, q.IQdiscOpts = "memory_limit 4mb ce_threshold 2ms", "quantum 1514"
 		}
+		if q.Script == "codel_police" {
+			q.IQdiscOpts = "flowblind" // its ingress is the eBPF policer, not a leaf
+		}
 	}},
 }
 
@@ -285,6 +288,12 @@ func normDump(t *testing.T, c *Conn, dev string) string {
 func TestVMRenderShellEquivalent(t *testing.T) {
 	testutil.RequireVM(t)
 	for _, script := range plan.Recipes {
+		if script == "codel_police" {
+			// Its script cannot be equivalent: tc cannot write the
+			// program's parameters, so RenderShell says so and loads
+			// an object file sqm does not install.
+			continue
+		}
 		for _, qd := range []string{"fq_codel", "cake"} {
 			for _, v := range vmVariants[:4] {
 				t.Run(script+"/"+qd+"/"+v.name, func(t *testing.T) {
