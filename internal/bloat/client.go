@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -48,6 +47,10 @@ type Options struct {
 	// IRTTKey is the irtt server's HMAC key, for a server started with
 	// --hmac; empty for none.
 	IRTTKey []byte
+	// IPerf3, if set, is a stock iperf3 server ("host" or "host:port",
+	// port 5201 if absent) that carries the load instead of an 'sqm
+	// server' (Addr must then be empty); see iperf3load.go.
+	IPerf3 string
 	// Enter, if set, wraps the creation of every socket the client opens
 	// (control, load streams, probes): it must call fn on an OS thread that
 	// is inside the wanted network namespace and return fn's error, which
@@ -129,8 +132,8 @@ func (o *Options) defaults() error {
 	default:
 		return fmt.Errorf("bloat: network %q is not tcp, tcp4 or tcp6", o.Network)
 	}
-	if o.Addr == "" {
-		return errors.New("bloat: no server address; give HOST[:PORT] of a host running 'sqm server'")
+	if err := o.loadServer(); err != nil {
+		return err
 	}
 	if err := o.checkIRTT(); err != nil {
 		return err
@@ -185,17 +188,19 @@ type client struct {
 	// end is when the server will end the session (granted in its
 	// welcome), less endMargin: nothing the client waits for after its
 	// schedule may go past it.
-	end      time.Time
-	server   netip.AddrPort // resolved from the control connection
-	token    [tokenLen]byte
-	kinds    []*kind
-	notes    []string
-	phase    atomic.Value // string
-	lastRTT  atomic.Int64 // ns
-	mu       sync.Mutex
-	streams  []*stream
-	ticks    []time.Duration
-	down, up []float64
+	end     time.Time
+	server  netip.AddrPort // resolved from the control connection
+	token   [tokenLen]byte
+	kinds   []*kind
+	notes   []string
+	phase   atomic.Value // string
+	lastRTT atomic.Int64 // ns
+	mu      sync.Mutex
+	// iperf3Tests counts the iperf3 tests started (Options.IPerf3).
+	iperf3Tests int
+	streams     []*stream
+	ticks       []time.Duration
+	down, up    []float64
 }
 
 func (c *client) note(format string, args ...any) {
@@ -220,17 +225,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	c.total = plan[len(plan)-1].end
 	addr := HostPort(o.Addr)
 
-	ctl, err := c.dial(ctx, addr, DSCPCS0)
-	if err != nil {
-		return nil, fmt.Errorf("bloat: connect to server %s: %w (is 'sqm server' running there and the port open?)", addr, err)
+	var ctl net.Conn // an sqm server's control connection; none for iperf3
+	if o.IPerf3 != "" {
+		if err := c.resolveIPerf3(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		ctl, err = c.dial(ctx, addr, DSCPCS0)
+		if err != nil {
+			return nil, fmt.Errorf("bloat: connect to server %s: %w (is 'sqm server' running there and the port open?)", addr, err)
+		}
+		defer ctl.Close()
+		if err := c.handshake(ctl, plan); err != nil {
+			return nil, fmt.Errorf("bloat: server %s: %w", addr, err)
+		}
+		ra := ctl.RemoteAddr().(*net.TCPAddr)
+		ip, _ := netip.AddrFromSlice(ra.IP)
+		c.server = netip.AddrPortFrom(ip.Unmap(), uint16(ra.Port))
 	}
-	defer ctl.Close()
-	if err := c.handshake(ctl, plan); err != nil {
-		return nil, fmt.Errorf("bloat: server %s: %w", addr, err)
-	}
-	ra := ctl.RemoteAddr().(*net.TCPAddr)
-	ip, _ := netip.AddrFromSlice(ra.IP)
-	c.server = netip.AddrPortFrom(ip.Unmap(), uint16(ra.Port))
 
 	if err := c.openProbes(); err != nil {
 		return nil, err
@@ -240,6 +253,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			k.conn.Close()
 		}
 	}()
+	if o.IPerf3 != "" {
+		if err := c.iperf3Probes(); err != nil {
+			return nil, err
+		}
+	}
 
 	c.start = time.Now()
 	c.phase.Store(plan[0].name)
@@ -247,14 +265,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer cancel(nil)
 	// The server sends nothing on the control connection after welcome; a
 	// read returning means it ended the session (shutdown, time limit).
-	ctlDone := make(chan struct{})
-	go func() {
-		defer close(ctlDone)
-		var b [1]byte
-		ctl.Read(b[:])
-		cancel(fmt.Errorf("bloat: server %s ended the session early (it may have shut down or hit its time limit)", addr))
-	}()
-	defer func() { ctl.Close(); <-ctlDone }()
+	if ctl != nil {
+		ctlDone := make(chan struct{})
+		go func() {
+			defer close(ctlDone)
+			var b [1]byte
+			ctl.Read(b[:])
+			cancel(fmt.Errorf("bloat: server %s ended the session early (it may have shut down or hit its time limit)", addr))
+		}()
+		defer func() { ctl.Close(); <-ctlDone }()
+	}
 	var wg sync.WaitGroup
 	for i, k := range c.kinds {
 		wg.Add(2)
@@ -265,7 +285,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	samplerDone := make(chan struct{})
 	go func() { defer close(samplerDone); c.sample(runCtx) }()
 
-	err = c.runPhases(runCtx, plan)
+	err := c.runPhases(runCtx, plan)
 	// Wait for late replies, then stop everything, before the server ends
 	// the session.
 	wait := 3 * c.maxRTT()
@@ -276,8 +296,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case <-runCtx.Done():
 			err = context.Cause(runCtx)
 		}
-	} else {
-		err = context.Cause(runCtx)
+	} else if cause := context.Cause(runCtx); cause != nil {
+		err = cause
 	}
 	cancel(nil)
 	<-samplerDone
@@ -365,6 +385,12 @@ func (c *client) handshake(ctl net.Conn, plan []plannedPhase) error {
 func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
 	for _, p := range plan {
 		c.phase.Store(p.name)
+		if c.o.IPerf3 != "" {
+			if err := c.iperf3Phase(ctx, p); err != nil {
+				return err
+			}
+			continue
+		}
 		// Dial all of a phase's streams at once: dialled one after another,
 		// later handshakes would queue behind the first streams' load and
 		// start late (seen as 0.5 s late uploads behind a 20 Mbit/s htb).
@@ -438,6 +464,7 @@ type stream struct {
 	endT       time.Duration
 	final      int64 // goodput counter when stopped (the time series ends here)
 	total      int64 // bytes delivered: final, or the server's count for uploads
+	peer       int64 // the other end's count, where it gives one (iperf3)
 	prev       int64 // bytes at the previous sampling tick
 	series     []float64
 	done       chan struct{}
@@ -462,29 +489,33 @@ func (c *client) openStream(ctx context.Context, dir, label string, dscp int) (*
 		st.base, _ = bytesAcked(conn)
 	}
 	st.startT = time.Since(c.start)
-	go func() {
-		defer close(st.done)
-		buf := make([]byte, loadChunk)
-		if dir == DirDown {
-			setRcvLowat(conn, rcvLowat)
-			for {
-				n, err := conn.Read(buf)
-				st.recv.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		}
-		rand.Read(buf)
+	go st.pump()
+	return st, nil
+}
+
+// pump moves the stream's data until the connection fails or is closed:
+// it reads a download and writes random bytes to an upload.
+func (st *stream) pump() {
+	defer close(st.done)
+	buf := make([]byte, loadChunk)
+	if st.dir == DirDown {
+		setRcvLowat(st.conn, rcvLowat)
 		for {
-			n, err := conn.Write(buf)
-			st.sent.Add(int64(n))
+			n, err := st.conn.Read(buf)
+			st.recv.Add(int64(n))
 			if err != nil {
 				return
 			}
 		}
-	}()
-	return st, nil
+	}
+	rand.Read(buf)
+	for {
+		n, err := st.conn.Write(buf)
+		st.sent.Add(int64(n))
+		if err != nil {
+			return
+		}
+	}
 }
 
 // bytes is the stream's goodput so far: received (down) or acknowledged by
@@ -697,7 +728,7 @@ func (c *client) result(plan []plannedPhase) *Result {
 	}
 	for _, st := range c.streams {
 		s := Stream{Dir: st.dir, Label: st.label, DSCP: st.dscp,
-			StartS: st.startT.Seconds(), EndS: st.endT.Seconds(), Bytes: st.total, MbpsSeries: st.series}
+			StartS: st.startT.Seconds(), EndS: st.endT.Seconds(), Bytes: st.total, PeerBytes: st.peer, MbpsSeries: st.series}
 		if d := st.endT - st.startT; d > 0 {
 			s.Mbps = float64(st.total) * 8 / d.Seconds() / 1e6
 		}
@@ -790,6 +821,7 @@ func (c *client) result(plan []plannedPhase) *Result {
 		}
 		r.Probes = append(r.Probes, ps)
 	}
+	r.Servers = c.servers(r.Probes)
 	var downBytes, upBytes int64
 	var downDur, upDur time.Duration
 	for i := range plan {
