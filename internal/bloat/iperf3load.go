@@ -42,6 +42,11 @@ func (o *Options) loadServer() error {
 	case o.IPerf3 != "" && o.Mode == ModeSpeedtest && o.Streams > 128:
 		return fmt.Errorf("bloat: %d streams; an iperf3 test takes at most 128", o.Streams)
 	}
+	if o.IPerf3 != "" {
+		if _, _, err := iperf3HostPort(o.IPerf3); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

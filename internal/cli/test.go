@@ -1,3 +1,5 @@
+//go:build !sqm_notest
+
 package cli
 
 import (
@@ -10,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
 	"sqm/internal/plot"
@@ -223,16 +223,4 @@ func (s *status) clearLocked() {
 		fmt.Fprint(s.w, "\r\033[K")
 		s.shown = false
 	}
-}
-
-// isTerminal reports whether w is a terminal, where a live progress line
-// helps; pipes and files get only the result.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	// A terminal answers TCGETS; other character devices (/dev/null) do not.
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
