@@ -130,6 +130,7 @@ Example:
 				},
 				ConfigPath: configSource(fs),
 				Load: func(path string) ([]config.Queue, error) {
+					refreshAvailableQdiscs(log, dir)
 					qs, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
 					if err == nil {
 						if lerr := logs.configure(qs, dir, "debug", true); lerr != nil {
