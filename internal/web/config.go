@@ -1,0 +1,235 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sqm/internal/config"
+	"sqm/internal/plan"
+	"sqm/internal/uci"
+)
+
+// configSection is one `config queue` section as the form shows it: the
+// options as written (strings, as in the file), not the defaults resolved,
+// so that saving writes back only what the user changed.
+type configSection struct {
+	Ref     string            `json:"ref"`
+	Name    string            `json:"name"`
+	Line    int               `json:"line"`
+	Options map[string]string `json:"options"`
+}
+
+type configReply struct {
+	Path     string          `json:"path"`
+	Sections []configSection `json:"sections"`
+	Scripts  []string        `json:"scripts"`
+	Qdiscs   []string        `json:"qdiscs"`
+	Warnings []string        `json:"warnings,omitempty"`
+	Error    string          `json:"error,omitempty"` // the file as it is does not parse
+}
+
+func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
+	src, err := os.ReadFile(s.ConfigPath)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	rep := configReply{Path: s.ConfigPath, Sections: []configSection{}}
+	for _, sc := range config.Scripts() {
+		rep.Scripts = append(rep.Scripts, sc+".qos")
+	}
+	if s.Qdiscs != nil {
+		rep.Qdiscs = s.Qdiscs()
+	}
+	u, err := uci.Parse(s.ConfigPath, bytes.NewReader(src))
+	if err != nil {
+		rep.Error = err.Error()
+		writeJSON(w, http.StatusOK, rep)
+		return
+	}
+	for _, sec := range u.SectionsOfType("queue") {
+		cs := configSection{Ref: sec.Ref(), Name: sec.Name, Line: sec.Line, Options: map[string]string{}}
+		for _, o := range sec.Options {
+			cs.Options[o.Name] = o.Value()
+		}
+		rep.Sections = append(rep.Sections, cs)
+	}
+	if f, err := config.Parse(s.ConfigPath, bytes.NewReader(src)); err != nil {
+		rep.Error = err.Error()
+	} else {
+		for _, wn := range f.Warnings {
+			rep.Warnings = append(rep.Warnings, wn.String())
+		}
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// fieldError is one problem the form shows next to its field.
+type fieldError struct {
+	Section string `json:"section,omitempty"`
+	Option  string `json:"option,omitempty"`
+	Message string `json:"message"`
+}
+
+type saveReply struct {
+	OK         bool         `json:"ok"`
+	Errors     []fieldError `json:"errors,omitempty"`
+	Outcomes   []string     `json:"outcomes,omitempty"`
+	RolledBack bool         `json:"rolled_back,omitempty"`
+}
+
+// postConfig changes options of one section: edited in the file's text
+// (comments and unknown options stay), checked with the CLI's own parser
+// and planner, written, and applied by the daemon; if the kernel refuses
+// it, the old file is put back and re-applied.
+func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) {
+	var req struct {
+		Section string            `json:"section"`
+		Set     map[string]string `json:"set"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if len(req.Set) == 0 {
+		jsonError(w, http.StatusBadRequest, "nothing to change: set is empty")
+		return
+	}
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	old, err := os.ReadFile(s.ConfigPath)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	names := make([]string, 0, len(req.Set))
+	for k := range req.Set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	edits := make([]uci.Edit, 0, len(names))
+	for _, k := range names {
+		edits = append(edits, uci.Edit{Section: req.Section, Option: k, Value: strings.TrimSpace(req.Set[k])})
+	}
+	nu, err := uci.Apply(s.ConfigPath, old, edits)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, saveReply{Errors: []fieldError{{Section: req.Section, Message: err.Error()}}})
+		return
+	}
+	if errs := validate(s.ConfigPath, nu); len(errs) > 0 {
+		writeJSON(w, http.StatusBadRequest, saveReply{Errors: errs})
+		return
+	}
+	if bytes.Equal(nu, old) {
+		writeJSON(w, http.StatusOK, saveReply{OK: true})
+		return
+	}
+	if err := writeAtomic(s.ConfigPath, nu); err != nil {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.log().Info("web: config changed", "section", req.Section, "options", strings.Join(names, ","), "config", s.ConfigPath)
+	if s.Apply == nil {
+		writeJSON(w, http.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}})
+		return
+	}
+	outs, aerr := s.Apply(r.Context())
+	rep := saveReply{OK: aerr == nil}
+	for _, o := range outs {
+		rep.Outcomes = append(rep.Outcomes, o.String())
+	}
+	if aerr != nil {
+		rep.Errors = []fieldError{{Section: req.Section, Message: "not applied: " + aerr.Error()}}
+		if err := writeAtomic(s.ConfigPath, old); err != nil {
+			rep.Errors = append(rep.Errors, fieldError{Message: "putting the old config back failed: " + err.Error()})
+		} else if _, err := s.Apply(context.WithoutCancel(r.Context())); err != nil {
+			rep.Errors = append(rep.Errors, fieldError{Message: "re-applying the old config: " + err.Error()})
+		}
+		rep.RolledBack = true
+		s.log().Warn("web: change not applied; old config restored", "err", aerr)
+		writeJSON(w, http.StatusConflict, rep)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// validate is what `sqm start` would say about the file: config.Parse's
+// errors, then the plan of every enabled section (qdisc option strings are
+// only checked there). Each error is tied to its section and option when
+// the parser says which.
+func validate(name string, src []byte) []fieldError {
+	f, err := config.Parse(name, bytes.NewReader(src))
+	if err != nil {
+		return fieldErrors(err)
+	}
+	var out []fieldError
+	for i := range f.Queues {
+		q := &f.Queues[i]
+		if !q.Enabled {
+			continue
+		}
+		if _, err := plan.Build(q, plan.Env{MTU: 1500}); err != nil {
+			fe := fieldErrors(err)
+			for j := range fe {
+				if fe[j].Section == "" {
+					fe[j].Section = q.Name
+				}
+			}
+			out = append(out, fe...)
+		}
+	}
+	return out
+}
+
+func fieldErrors(err error) []fieldError {
+	var out []fieldError
+	for _, e := range errorList(err) {
+		var oe *config.OptionError
+		if errors.As(e, &oe) {
+			out = append(out, fieldError{Section: oe.Section, Option: oe.Option, Message: oe.Msg})
+			continue
+		}
+		out = append(out, fieldError{Message: e.Error()})
+	}
+	return out
+}
+
+// writeAtomic replaces path with b through a temporary file in the same
+// directory, keeping the old file's mode: a crash or full flash mid-write
+// leaves the old config, never half a file.
+func writeAtomic(path string, b []byte) error {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".web-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+// Package web is sqm's own page, served by the daemon (sqm daemon --http):
+// the queues' state with live counters, the config form, and a bufferbloat
+// test. The page is static HTML, CSS and JS embedded in the binary and
+// served gzip-compressed; everything it shows comes from a JSON API. No
+// template engine: html/template would link reflection-heavy code that
+// defeats the linker's dead-code removal, and a router binary pays for
+// every kilobyte.
+//
+// Security model: the server listens on loopback or a LAN address, never
+// on the shaped (WAN) interfaces' addresses (see CheckListen). Every API
+// call needs a session from a login with a password or token whose salted
+// PBKDF2 hash is in a users file; the session cookie is HttpOnly and
+// SameSite=Strict, and every change also needs the session's CSRF token in
+// the X-CSRF-Token header and a JSON body. A read-only login sees
+// everything and changes nothing.
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/service"
+)
+
+// Server is the page and its API. The daemon fills in the functions; tests
+// give fakes.
+type Server struct {
+	// ConfigPath is the UCI file the form edits.
+	ConfigPath string
+	// Status returns the page's view of the queues (JSON-encodable):
+	// `sqm status --json`'s document plus what the daemon knows.
+	Status func(ctx context.Context) (any, error)
+	// Apply has the daemon reload the config file and reports what it did.
+	Apply func(ctx context.Context) ([]service.Outcome, error)
+	// Test runs a bufferbloat test; bloat.Run when nil.
+	Test func(ctx context.Context, o bloat.Options) (*bloat.Result, error)
+	// TestServer is the default test server (host[:port]) the form shows.
+	TestServer string
+	// Qdiscs lists the qdiscs the kernel offers, for the form's choice.
+	Qdiscs func() []string
+	Users  *Users
+	// Metrics is mounted at /metrics when set (Prometheus text format).
+	Metrics http.Handler
+	Log     *slog.Logger
+
+	ctx      context.Context // the daemon's, for work that outlives a request
+	sessions *sessions
+	loginMu  sync.Mutex // serialises logins: failed guesses cost time
+	cfgMu    sync.Mutex // one config change at a time
+	test     testRunner
+	once     sync.Once
+	mux      *http.ServeMux
+}
+
+const (
+	cookieName = "sqm_session"
+	csrfHeader = "X-CSRF-Token"
+	// failDelay is spent on every failed login, under loginMu: at most a
+	// few guesses a second whatever the number of connections.
+	failDelay = 500 * time.Millisecond
+)
+
+func (s *Server) base() context.Context {
+	if s.ctx == nil {
+		return context.Background()
+	}
+	return s.ctx
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+// ServeHTTP routes requests. Security headers go on every response.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.once.Do(s.init)
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) init() {
+	s.sessions = newSessions()
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", s.asset("index.html"))
+	m.HandleFunc("GET /app.js", s.asset("app.js"))
+	m.HandleFunc("GET /style.css", s.asset("style.css"))
+	m.HandleFunc("POST /api/login", s.login)
+	m.HandleFunc("POST /api/logout", s.auth(RoleRead, true, s.logout))
+	m.HandleFunc("GET /api/session", s.auth(RoleRead, false, s.sessionInfo))
+	m.HandleFunc("GET /api/status", s.auth(RoleRead, false, s.status))
+	m.HandleFunc("GET /api/config", s.auth(RoleRead, false, s.getConfig))
+	m.HandleFunc("POST /api/config", s.auth(RoleAdmin, true, s.postConfig))
+	m.HandleFunc("GET /api/test", s.auth(RoleRead, false, s.getTest))
+	m.HandleFunc("POST /api/test", s.auth(RoleAdmin, true, s.postTest))
+	m.HandleFunc("GET /api/test/plot.svg", s.auth(RoleRead, false, s.testPlot))
+	if s.Metrics != nil {
+		m.Handle("GET /metrics", s.Metrics)
+	}
+	s.mux = m
+}
+
+type ctxKey struct{}
+
+// auth wraps an API handler: a valid session with at least role, and for
+// changes (csrf) the session's token and a JSON body.
+func (s *Server) auth(need Role, csrf bool, next func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(cookieName)
+		var ses *session
+		if err == nil {
+			ses = s.sessions.get(c.Value)
+		}
+		if ses == nil {
+			jsonError(w, http.StatusUnauthorized, "not logged in")
+			return
+		}
+		if csrf {
+			if !jsonBody(r) {
+				jsonError(w, http.StatusUnsupportedMediaType, "changes take a JSON body (Content-Type: application/json)")
+				return
+			}
+			tok := r.Header.Get(csrfHeader)
+			if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(ses.csrf)) != 1 {
+				jsonError(w, http.StatusForbidden, "missing or wrong CSRF token ("+csrfHeader+" header)")
+				return
+			}
+		}
+		if need == RoleAdmin && ses.role != RoleAdmin {
+			jsonError(w, http.StatusForbidden, "this login is read-only")
+			return
+		}
+		next(w, r, ses)
+	}
+}
+
+func jsonBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// readJSON decodes a small JSON body strictly: unknown fields are errors,
+// so a misspelt field is not silently ignored.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		jsonError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+type sessionReply struct {
+	Role Role   `json:"role"`
+	CSRF string `json:"csrf"`
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if !jsonBody(r) {
+		jsonError(w, http.StatusUnsupportedMediaType, "log in with a JSON body (Content-Type: application/json)")
+		return
+	}
+	var req struct {
+		Password string `json:"password"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	s.loginMu.Lock()
+	role, ok := Role(""), false
+	if s.Users != nil {
+		role, ok = s.Users.Check(req.Password)
+	}
+	if !ok {
+		time.Sleep(failDelay)
+	}
+	s.loginMu.Unlock()
+	if !ok {
+		s.log().Warn("web login failed", "remote", r.RemoteAddr)
+		jsonError(w, http.StatusUnauthorized, "wrong password or token")
+		return
+	}
+	id, ses := s.sessions.create(role)
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	s.log().Info("web login", "remote", r.RemoteAddr, "role", string(role))
+	writeJSON(w, http.StatusOK, sessionReply{role, ses.csrf})
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		s.sessions.drop(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (s *Server) sessionInfo(w http.ResponseWriter, r *http.Request, ses *session) {
+	writeJSON(w, http.StatusOK, sessionReply{ses.role, ses.csrf})
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request, _ *session) {
+	if s.Status == nil {
+		jsonError(w, http.StatusServiceUnavailable, "no status source")
+		return
+	}
+	v, err := s.Status(r.Context())
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"time": time.Now().UTC(), "status": v})
+}
+
+// errorList flattens errors.Join trees.
+func errorList(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, errorList(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+var errBusy = errors.New("a test is already running")
