@@ -33,15 +33,16 @@ func cmdTest() *command {
 		plotFile  string
 		quiet     bool
 		noICMP    bool
+		rpmT      rpmTestFlags
 		irttAddr  string
 		irttHMAC  string
 		irttFile  string
-		rpmT      rpmTestFlags
 	)
+	var iperf3Addr string // --iperf3: the load goes to this iperf3 server
 	return &command{
 		name:    "test",
-		summary: "measure bufferbloat against an 'sqm server': goodput, latency idle and under load, grade",
-		usage:   "sqm test [--mode rrul|speedtest|idle] [--duration D] [--json] [--flent F.flent.gz] [--plot F.svg|F.png] HOST[:PORT]",
+		summary: "measure bufferbloat against an 'sqm server' or an iperf3 server: goodput, latency idle and under load, grade",
+		usage:   "sqm test [--mode rrul|speedtest|idle] [--duration D] [--json] [--flent F.flent.gz] [--plot F.svg|F.png] HOST[:PORT] | --iperf3 HOST[:PORT]",
 		help: fmt.Sprintf(`Loads the path to an 'sqm server' (default port %d) and measures latency
 before, during and after the load, like flent's RRUL or betterspeedtest.
 
@@ -73,6 +74,15 @@ with probes on new connections (TCP, TLS, HTTP times) and on the loaded
 ones, until stable or --duration (default 20s). A self-signed server needs
 --insecure or --ca FILE.
 
+--iperf3 HOST[:PORT] puts the load through a stock iperf3 server (port 5201)
+instead of an 'sqm server': each load phase is one iperf3 test (speedtest:
+a reverse test, then a normal one; rrul: a bidirectional test with 4 streams
+each way). Upload goodput is what the server reports it received. An iperf3
+server answers no latency probes, so they go as ICMP echo to the same host
+(or to --irtt). It runs one test at a time and refuses others as busy; it
+marks all streams of a test alike, so RRUL's download markings apply only to
+our ACKs.
+
 Example:
 
   $ sqm test --duration 30s --plot run.svg --flent run.flent.gz 192.0.2.7
@@ -91,19 +101,29 @@ Example:
 			fs.StringVar(&plotFile, "plot", "", "also draw the run to `file` (.svg or .png)")
 			fs.BoolVar(&quiet, "quiet", false, "no progress display")
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
+			fs.StringVar(&iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]` (port 5201), instead of an 'sqm server'")
+			rpmT.register(fs)
 			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]` (port 2112), instead of the load server")
 			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server (0x for hex, as irtt takes it); visible in ps: prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
 			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file` (first line)")
-			rpmT.register(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet); done {
 				return err
 			}
-			if len(args) != 1 {
-				return usageError("test needs exactly one server, HOST[:PORT]; got %d arguments", len(args))
+			addr := ""
+			switch {
+			case iperf3Addr != "" && len(args) > 0:
+				return usageError("--iperf3 names the load server; give no HOST[:PORT] argument too (got %q)", args)
+			case iperf3Addr == "" && len(args) != 1:
+				return usageError("test needs exactly one server, HOST[:PORT] or --iperf3 HOST[:PORT]; got %d arguments", len(args))
+			case iperf3Addr == "":
+				addr = args[0]
 			}
-			o := bloat.Options{Addr: args[0], Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
+			if iperf3Addr != "" && secret != "" {
+				return usageError("--secret is for an 'sqm server'; iperf3 servers' authentication is not supported")
+			}
+			o := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
 				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}
 			if idle == 0 {
 				o.Idle = -1
@@ -123,6 +143,9 @@ Example:
 			case bloat.ModeRRUL, bloat.ModeSpeedtest, bloat.ModeIdle:
 			default:
 				return usageError("unknown --mode %q; use rrul, speedtest or idle", mode)
+			}
+			if iperf3Addr != "" && o.Mode == bloat.ModeIdle {
+				return usageError("--iperf3 with --mode idle: idle mode puts no load on the link, so it needs no iperf3 server")
 			}
 			if flentFile != "" && o.Mode != bloat.ModeRRUL {
 				return usageError("--flent needs --mode rrul (flent's plots are for RRUL's series)")
