@@ -88,10 +88,13 @@ install: build
 	done
 	[ -e $(DESTDIR)$(SYSCONFDIR)/config/sqm ] || install -m 0644 dist/openwrt/sqm.config $(DESTDIR)$(SYSCONFDIR)/config/sqm
 
-# The OpenWrt procd init script and hotplug hook (binary and config as above).
+# The OpenWrt procd init script and hotplug hook (binary and config as above),
+# and the recipe files luci-app-sqm lists (dist/openwrt/Makefile installs the same).
 install-openwrt: build
 	install -d -m 0755 $(DESTDIR)/usr/sbin $(DESTDIR)/etc/init.d $(DESTDIR)/etc/hotplug.d/iface $(DESTDIR)/etc/config
 	install -m 0755 bin/sqm $(DESTDIR)/usr/sbin/sqm
 	install -m 0755 dist/openwrt/sqm.init $(DESTDIR)/etc/init.d/sqm
 	install -m 0644 dist/openwrt/sqm.hotplug $(DESTDIR)/etc/hotplug.d/iface/11-sqm
 	[ -e $(DESTDIR)/etc/config/sqm ] || install -m 0644 dist/openwrt/sqm.config $(DESTDIR)/etc/config/sqm
+	install -d -m 0755 $(DESTDIR)/usr/lib/sqm
+	install -m 0644 dist/openwrt/recipes/*.qos dist/openwrt/recipes/*.qos.help $(DESTDIR)/usr/lib/sqm/
