@@ -14,6 +14,10 @@
 #   busybox-static     the VM initramfs's only binary
 #   iproute2           ip and tc: plan/kernel/units/netns/bloat tests
 #   iperf3 iputils-ping  the measurement accuracy reference (bloat tests)
+#   irtt               `irtt server` answers sqm test --irtt's probes and
+#                      `irtt client` is the reference in internal/bloat's irtt
+#                      test (the package also enables a service on :2112 on a
+#                      systemd machine; the tests run their own in a netns)
 #   ethtool            no test runs it (internal/netns switches offloads by
 #                      ioctl); kept to inspect offloads by hand
 #   flent              TestFlentOpens and the e2e test open our .flent.gz
@@ -27,7 +31,7 @@
 #                      service on :9090; the tests do not use it)
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping ethtool flent python3-matplotlib librsvg2-bin prometheus"
+pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus"
 
 missing=""
 for p in $pkgs; do
@@ -56,7 +60,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping ethtool flent rsvg-convert xz zstd promtool prometheus; do
+for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # Ask the interpreter flent itself runs (its #! line), not whatever python3
