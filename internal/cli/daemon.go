@@ -24,7 +24,7 @@ func cmdDaemon() *command {
 	return &command{
 		name:    "daemon",
 		summary: "keep interfaces shaped as they come and go",
-		usage:   "sqm daemon [--config FILE] [--state-dir DIR] [--restore=false] [--check-interval 30s] [--stop-on-exit]",
+		usage:   "sqm daemon [--config FILE] [--state-dir DIR] [--restore=false] [--check-interval 30s] [--stop-on-exit] [--http ADDR]",
 		help: `Runs in the foreground (for systemd or procd) and keeps the config applied:
 
   - at start it applies every enabled section; sections whose interface does
@@ -43,6 +43,8 @@ func cmdDaemon() *command {
   - on SIGTERM/SIGINT it exits and leaves the shaping in place, unless
     --stop-on-exit.
 
+With --http ADDR it also serves sqm's web page (see below).
+
 It logs one line per event to stderr and nothing while nothing happens.
 Lines about a section follow its verbosity option (sqm-scripts' levels: 0
 silent, 1 error, 2 warning, 5 info, the default, 8 debug, 10 trace);
@@ -60,6 +62,19 @@ The settings can also be given in the config file, in a section
   	option debounce '1'         # --debounce
   	option stop_on_exit '0'     # --stop-on-exit
   	option log_level 'info'     # --log-level
+  	option http '8080'          # --http (loopback unless a LAN address is named)
+  	option http_users '/etc/sqm/web-users'  # --http-users
+  	option test_server '192.0.2.7'          # --test-server
+
+The web page (--http ADDR): the queues at a glance (applied, link up, rates,
+recipe, last error, drift) with live counters, cake's per-tin statistics
+and a short history; a form for every option (link presets, diffserv,
+per-host fairness, ack-filter) checked like 'sqm start' and written back
+with comments kept, then applied (the old file is put back if the kernel
+refuses); a bufferbloat test against --test-server. A bare PORT listens on
+127.0.0.1; the wildcard address and the shaped interfaces' addresses are
+refused. Logins are the --http-users file's lines ("admin HASH" or "read
+HASH", from sqm passwd). Prometheus metrics are at /metrics without login.
 
 Example:
 
@@ -76,6 +91,7 @@ Example:
 			units.DurationFlag(fs, "debounce", time.Second, "quiet time after link events before acting (0: act on the first event)")
 			fs.Bool("stop-on-exit", false, "remove the shaping when the daemon exits")
 			fs.String("log-level", "info", "debug, info, warn or error")
+			webFlags(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
@@ -118,6 +134,7 @@ Example:
 			defer signal.Stop(hup)
 
 			debounce, checkEvery, pollEvery := daemonTimings(fs)
+			reqs := make(chan service.Request)
 			d := &service.Daemon{
 				Svc: &service.Service{
 					Kernel: conn,
@@ -149,12 +166,18 @@ Example:
 				},
 				Events:     events,
 				Reload:     hup,
+				Requests:   reqs,
 				Debounce:   debounce,
 				CheckEvery: checkEvery,
 				PollEvery:  pollEvery,
 				Restore:    flagBool(fs, "restore"),
 				StopOnExit: flagBool(fs, "stop-on-exit"),
 				Log:        log,
+			}
+			if flagString(fs, "http") != "" {
+				if err := startWeb(ctx, fs, d, reqs, log); err != nil {
+					return err
+				}
 			}
 			if err := d.Run(ctx); err != nil {
 				return fmt.Errorf("daemon: %w", err)
@@ -202,6 +225,9 @@ func daemonOptions() []struct{ option, flag, kind string } {
 		{"debounce", "debounce", "duration"},
 		{"stop_on_exit", "stop-on-exit", "bool"},
 		{"log_level", "log-level", "string"},
+		{"http", "http", "string"},
+		{"http_users", "http-users", "string"},
+		{"test_server", "test-server", "string"},
 	}
 }
 

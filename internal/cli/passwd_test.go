@@ -1,0 +1,71 @@
+//go:build !sqm_noweb
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sqm/internal/web"
+)
+
+func TestPasswd(t *testing.T) {
+	run := func(stdin string, args ...string) (string, string, int) {
+		passwdInput = strings.NewReader(stdin)
+		defer func() { passwdInput = os.Stdin }()
+		var o, e bytes.Buffer
+		code := Run(context.Background(), append([]string{"passwd"}, args...), &o, &e)
+		return o.String(), e.String(), code
+	}
+	out, _, code := run("hunter22-long\n", "--users", "-", "--role", "read")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	u, err := web.ParseUsers("out", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := u.Check("hunter22-long"); !ok || r != web.RoleRead {
+		t.Errorf("printed line checks as %v %v; want read", r, ok)
+	}
+
+	path := filepath.Join(t.TempDir(), "etc", "web-users")
+	out, _, code = run("", "--users", path, "--token")
+	tok, found := strings.CutPrefix(strings.TrimSpace(out), "token (admin): ")
+	if code != 0 || !found || len(tok) != 32 {
+		t.Fatalf("token: exit %d, %q", code, out)
+	}
+	run("second-password\n", "--users", path)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	u, err = web.LoadUsers(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{tok, "second-password"} {
+		if r, ok := u.Check(pw); !ok || r != web.RoleAdmin {
+			t.Errorf("%q: %v %v; want admin", pw, r, ok)
+		}
+	}
+
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"short\n", []string{"--users", "-"}, "too short"},
+		{"long-enough\n", []string{"--users", "-", "--role", "root"}, `--role "root"`},
+		{"", []string{"--users", "-", "extra"}, "no arguments"},
+	} {
+		_, e, code := run(tc.stdin, tc.args...)
+		if code == 0 || !strings.Contains(e, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %q", tc.args, code, e, tc.want)
+		}
+	}
+}

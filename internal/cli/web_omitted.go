@@ -1,0 +1,24 @@
+//go:build linux && sqm_noweb
+
+package cli
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"sqm/internal/service"
+)
+
+// A router build without the page (-tags sqm_noweb) keeps the daemon's
+// flags and config options, so a config written for the full build still
+// loads, and says why --http cannot work.
+func webFlags(fs *flag.FlagSet) {
+	fs.String("http", "", "not in this build (built with -tags sqm_noweb)")
+	fs.String("http-users", "", "not in this build (built with -tags sqm_noweb)")
+	fs.String("test-server", "", "not in this build (built with -tags sqm_noweb)")
+}
+
+func startWeb(context.Context, *flag.FlagSet, *service.Daemon, chan<- service.Request, *slog.Logger) error {
+	return usageError("--http: this sqm was built without the web page (-tags sqm_noweb)")
+}
