@@ -368,7 +368,12 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	}
 	handshakeDone()
 	start := time.Now()
-	s.logf("server: %s: session started (%v + %v grace, %d streams)", c.RemoteAddr(), d, grace, hello.Streams)
+	// Session lines are throttled per address key: a client's test is two
+	// lines, but a stranger looping short sessions is a count.
+	sessLog := func(what, format string, args ...any) {
+		s.logs.printf(what+" "+addrKey(sess.peer).String(), sess.peer, "server: %s: "+format, append([]any{c.RemoteAddr()}, args...)...)
+	}
+	sessLog("sessions started from", "session started (%v + %v grace, %d streams)", d, grace, hello.Streams)
 	// The session lasts while the control connection is open, up to its
 	// deadline. Nothing more is expected from the client; anything it sends
 	// is a protocol error and ends the session.
@@ -379,11 +384,11 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	_, err = c.Read(b[:])
 	switch {
 	case sctx.Err() == context.DeadlineExceeded:
-		s.logf("server: %s: session ended by its time limit after %v", c.RemoteAddr(), time.Since(start).Round(time.Millisecond))
+		sessLog("sessions ended from", "session ended by its time limit after %v", time.Since(start).Round(time.Millisecond))
 	case err == nil:
 		s.reject(c.RemoteAddr(), "bad session", "closing: unexpected data on the control connection")
 	default:
-		s.logf("server: %s: session ended after %v", c.RemoteAddr(), time.Since(start).Round(time.Millisecond))
+		sessLog("sessions ended from", "session ended after %v", time.Since(start).Round(time.Millisecond))
 	}
 }
 

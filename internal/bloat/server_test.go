@@ -408,3 +408,65 @@ func TestServerRefusalLogsThrottled(t *testing.T) {
 		t.Errorf("log for %d bad connections:\n%s\nwant the first and a line matching %q", n, strings.Join(lines, "\n"), want)
 	}
 }
+
+// A stranger looping short sessions used to write two lines per session;
+// now each address key gets its first lines in full and then a count.
+func TestServerSessionLogsThrottled(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	logf := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(f, a...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	const n = 50
+	// The limits let sessions overlap: the server may not yet have seen
+	// the last one close when the next begins.
+	lim := Limits{MaxClients: n + 1, MaxClientsPerAddr: n}
+	go func() { served <- NewServer(lim, logf).Serve(ctx, ln, nil) }()
+	for range n {
+		c, m := handshakeFrom(t, "127.0.0.2", ln.Addr().String())
+		if m.Type != msgWelcome {
+			t.Fatalf("session: %+v", m)
+		}
+		c.Close()
+	}
+	// Another address still gets its own lines.
+	c, _ := handshakeFrom(t, "127.0.0.3", ln.Addr().String())
+	c.Close()
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	count := func(re string) int {
+		k := 0
+		for _, l := range lines {
+			if regexp.MustCompile(re).MatchString(l) {
+				k++
+			}
+		}
+		return k
+	}
+	for re, want := range map[string]int{
+		`^server: 127\.0\.0\.2:\d+: session started`:                                   1,
+		`^server: 127\.0\.0\.2:\d+: session ended`:                                     1,
+		fmt.Sprintf(`^server: %d more \(sessions started from 127\.0\.0\.2/32\)`, n-1): 1,
+		fmt.Sprintf(`^server: %d more \(sessions ended from 127\.0\.0\.2/32\)`, n-1):   1,
+		`^server: 127\.0\.0\.3:\d+: session (started|ended)`:                           2,
+	} {
+		if got := count(re); got != want {
+			t.Errorf("%d lines match %q, want %d", got, re, want)
+		}
+	}
+	if len(lines) != 6 {
+		t.Errorf("%d log lines for %d sessions, want 6:\n%s", len(lines), n+1, strings.Join(lines, "\n"))
+	}
+}
