@@ -75,17 +75,29 @@ type probeRec struct {
 	a, b int64
 }
 
-// offset estimates the server's clock offset from the fastest answered
-// probe, assuming that probe's path was symmetric (as crusader does).
+// offset is what to subtract from the server's clock to read one-way
+// delays. An irtt server's timestamps that are consistent with synchronised
+// clocks (no one-way delay came out negative) are taken as they are: public
+// irtt servers keep NTP time, and forcing symmetry would misplace a queue
+// that was present even on the fastest probe. Otherwise the offset is
+// estimated from the fastest answered probe, assuming its path was
+// symmetric (as crusader does).
 func (k *kind) offset() (int64, bool) {
 	best := -1
+	consistent := true
 	for i, r := range k.recs {
-		if r.got && r.hasOWD && (best < 0 || r.rtt < k.recs[best].rtt) {
-			best = i
+		if r.got && r.hasOWD {
+			consistent = consistent && r.a >= 0 && r.b >= 0
+			if best < 0 || r.rtt < k.recs[best].rtt {
+				best = i
+			}
 		}
 	}
 	if best < 0 {
 		return 0, false
+	}
+	if k.protocol == "irtt" && consistent {
+		return 0, true
 	}
 	r := k.recs[best]
 	return r.a - (r.a+r.b)/2, true
@@ -232,7 +244,7 @@ func (c *client) icmpKind(ip netip.Addr) (*kind, error) {
 	})
 	if conn == nil {
 		if errors.Is(errRaw, os.ErrPermission) || errors.Is(errRaw, syscall.EPERM) {
-			return nil, fmt.Errorf("unprivileged ping sockets are not allowed (sysctl net.ipv4.ping_group_range) and raw sockets need root or CAP_NET_RAW")
+			return nil, errors.New(icmpDeniedHint)
 		}
 		return nil, fmt.Errorf("ping socket: %v; raw socket: %v", errDgram, errRaw)
 	}

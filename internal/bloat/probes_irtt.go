@@ -200,7 +200,7 @@ func (k *kind) describe(ps *ProbeSummary, samples []Sample, idle, loaded func(t 
 	if synced {
 		return "" // said in the JSON (clocks_synced) and the per-kind line
 	}
-	return fmt.Sprintf("%s: the clocks here and at %s are not synchronised (a one-way delay came out %.2f ms): raw one-way delays carry an unknown offset, the reported ones assume the fastest probe's path was symmetric%s", k.name, k.server, float64(worst)/1e6, induced)
+	return fmt.Sprintf("%s: the clocks here and at %s are not synchronised (a one-way delay came out %.2f ms): one-way delays carry an unknown offset, so the reported ones assume the fastest probe's path was symmetric%s", k.name, k.server, float64(worst)/1e6, induced)
 }
 
 func median(v []float64) float64 {

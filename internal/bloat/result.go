@@ -92,9 +92,11 @@ type ProbeSummary struct {
 	Protocol string        `json:"protocol"`
 	Idle     stats.Summary `json:"idle"`
 	Loaded   stats.Summary `json:"loaded"`
-	// Medians of the estimated one-way delays under load (UDP only). The
-	// clock offset is estimated from the fastest probe, assuming its path
-	// was symmetric, so these are estimates, not synchronized-clock OWDs.
+	// Medians of the one-way delays under load (UDP only). The clock offset
+	// is estimated from the fastest probe, assuming its path was symmetric,
+	// so these are estimates, not synchronized-clock OWDs; except for an
+	// irtt server whose stamps are consistent with synchronised clocks
+	// (ClocksSynced), whose one-way delays are taken as stamped.
 	LoadedOWDUpMs   float64 `json:"loaded_owd_up_median_ms,omitempty"`
 	LoadedOWDDownMs float64 `json:"loaded_owd_down_median_ms,omitempty"`
 	// Loaded minus idle median of the raw one-way delays (server clock
