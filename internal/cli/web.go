@@ -17,6 +17,7 @@ import (
 	"sqm/internal/features"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
+	"sqm/internal/metrics/metricshttp"
 	"sqm/internal/service"
 	"sqm/internal/web"
 )
@@ -107,7 +108,7 @@ func startWeb(ctx context.Context, fs *flag.FlagSet, d *service.Daemon, reqs cha
 			return outs, res.Err
 		},
 		Qdiscs: availableQdiscs,
-		Metrics: metrics.Handler(&metrics.KernelSource{
+		Metrics: metricshttp.Handler(&metrics.KernelSource{
 			Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
 		}),
 	}

@@ -2,9 +2,8 @@ package metrics
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,48 +135,6 @@ func TestPolicedIngress(t *testing.T) {
 	}
 }
 
-func TestHandler(t *testing.T) {
-	k, states, res := fixture()
-	src := SourceFunc(func() (*Snapshot, error) {
-		s, err := FromStates(k, states)
-		s.LastTest = res
-		return s, err
-	})
-	srv := httptest.NewServer(Handler(src))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ContentType {
-		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	var body bytes.Buffer
-	body.ReadFrom(resp.Body)
-	if !strings.Contains(body.String(), `sqm_queue_sent_bytes_total{interface="eth1",direction="egress"} 14000000`) {
-		t.Errorf("body lacks eth1's counter:\n%s", body.String())
-	}
-	resp2, err := http.Post(srv.URL, "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp2.Body.Close()
-	if resp2.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST: status %d, want 405", resp2.StatusCode)
-	}
-	failing := httptest.NewServer(Handler(SourceFunc(func() (*Snapshot, error) { return nil, os.ErrPermission })))
-	defer failing.Close()
-	resp3, err := http.Get(failing.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp3.Body.Close()
-	if resp3.StatusCode != http.StatusInternalServerError {
-		t.Errorf("failing source: status %d, want 500", resp3.StatusCode)
-	}
-}
-
 func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sqm.prom")
@@ -201,5 +158,24 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := NewCollector().WriteFile(filepath.Join(dir, "missing", "x.prom"), snap, nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("unwritable directory: err %v, want one naming the path", err)
+	}
+}
+
+// TestNoHTTP keeps net/http out of this package's dependencies: `sqm
+// status --prom` links it, and in a router build without the web page
+// net/http would cost about 1.5 MB. The handler is in metricshttp.
+func TestNoHTTP(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not on PATH")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "net/http" || p == "crypto/tls" {
+			t.Errorf("package metrics depends on %s", p)
+		}
 	}
 }

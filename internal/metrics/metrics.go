@@ -1,7 +1,9 @@
 // Package metrics renders sqm's status in the Prometheus text exposition
-// format 0.0.4, for a scraper (Handler, mounted by the daemon's HTTP
-// server) and for node_exporter's textfile collector (Render into a file;
-// prometheus-node-exporter-lua on OpenWrt reads the same files).
+// format 0.0.4, for a scraper (metricshttp.Handler, mounted by the
+// daemon's HTTP server) and for node_exporter's textfile collector
+// (Collector.WriteFile; prometheus-node-exporter-lua on OpenWrt reads the
+// same files). It does not import net/http, so `sqm status --prom` costs
+// a router build no HTTP code.
 //
 // The format is written directly: it is a few lines of text, and
 // client_golang would add megabytes to a router binary for nothing the

@@ -21,6 +21,7 @@ import (
 	"sqm/internal/cli"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
+	"sqm/internal/metrics/metricshttp"
 	"sqm/internal/netns"
 	"sqm/internal/service"
 	"sqm/internal/testutil"
@@ -194,7 +195,7 @@ func TestPrometheusScrapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(src))
+	mux.Handle("/metrics", metricshttp.Handler(src))
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
