@@ -26,8 +26,8 @@ type Counters struct {
 	// Spared: signals passed over a packet of a flow below the average
 	// (flow-aware mode) and given to a later packet instead.
 	Spared uint64 `json:"spared"`
-	// NonIP: packets neither IPv4 nor IPv6 (ARP, ...), never signalled;
-	// also counted in Passed.
+	// NonIP: packets neither IPv4 nor IPv6 (ARP, ...), never signalled or
+	// dropped; also counted in Passed.
 	NonIP uint64 `json:"non_ip_packets"`
 }
 

@@ -122,7 +122,7 @@ enum {
 	C_DROP_LIMIT_PKTS, // above the hard limit
 	C_DROP_LIMIT_BYTES,
 	C_SPARED,	    // a due signal passed over a flow below the average
-	C_OTHER_PKTS,	    // not IPv4/IPv6: counted in the debt, never signalled
+	C_OTHER_PKTS,	    // not IPv4/IPv6: counted in the debt, never signalled or dropped
 	C_NR,
 };
 
@@ -231,7 +231,9 @@ int codel_police(struct __sk_buff *skb)
 	}
 	__u64 delay = vq - now;
 
-	if (delay > cfg->limit_ns) {
+	// Past the hard limit, drop. Not ARP and the like: they are few, and
+	// losing them would cut the link off rather than slow a sender down.
+	if (delay > cfg->limit_ns && ip) {
 		cnt->v[C_DROP_LIMIT_PKTS]++;
 		cnt->v[C_DROP_LIMIT_BYTES] += len;
 		return TC_ACT_SHOT;
