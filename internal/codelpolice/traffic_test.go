@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -288,7 +288,7 @@ func (l *link) ipStats(t *testing.T) ipStats {
 			// joined here (MLD reports to ff02::16) is received, not
 			// delivered.
 			delivered: m["Ip:InDelivers"] + m["Ip6InDelivers"],
-			udpErr: m["Udp:InErrors"] + m["Udp:RcvbufErrors"] + m["Udp6InErrors"] + m["Udp6RcvbufErrors"],
+			udpErr:    m["Udp:InErrors"] + m["Udp:RcvbufErrors"] + m["Udp6InErrors"] + m["Udp6RcvbufErrors"],
 		}
 		return nil
 	})
