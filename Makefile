@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet unit vmtest demo sizes clean install install-openwrt fresh-check
+.PHONY: all build setup test fmt vet bpf bpfcheck unit vmtest demo sizes clean install install-openwrt fresh-check
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 setup:
 	scripts/setup.sh
 
-test: setup fmt vet unit vmtest
+test: setup fmt vet bpfcheck unit vmtest
 
 fmt:
 	@out=$$(gofmt -l $(GOFILES)); \
@@ -27,6 +27,15 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+
+# The eBPF objects embedded in sqm (committed, so building needs no clang):
+# bpf rebuilds them from their C source, bpfcheck fails if the committed
+# ones are not what clang makes of it (scripts/check-bpf.sh).
+bpf:
+	scripts/check-bpf.sh -w
+
+bpfcheck:
+	scripts/check-bpf.sh
 
 # Host tests; as root the ones needing namespaces and the host kernel run too.
 unit:

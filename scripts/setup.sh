@@ -25,13 +25,16 @@
 #                      --no-install-recommends alone leaves flent unable to
 #                      plot: "Unable to plot -- matplotlib is missing!")
 #   librsvg2-bin       rsvg-convert: the e2e test renders our SVG plots
+#   clang              scripts/check-bpf.sh (make bpfcheck) recompiles the
+#                      codel_police eBPF program and compares it with the
+#                      committed objects (building sqm never needs it)
 #   prometheus         promtool checks the metrics output; internal/metrics
 #                      starts the server on loopback to scrape /metrics (on a
 #                      systemd machine the package also enables its own
 #                      service on :9090; the tests do not use it)
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus"
+pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang"
 
 missing=""
 for p in $pkgs; do
@@ -60,7 +63,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus; do
+for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # Ask the interpreter flent itself runs (its #! line), not whatever python3
