@@ -245,6 +245,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c.server = netip.AddrPortFrom(ip.Unmap(), uint16(ra.Port))
 	}
 
+	for _, n := range osNotes() { // what this OS cannot give, e.g. receive timestamps on windows
+		c.note("%s", n)
+	}
 	if err := c.openProbes(); err != nil {
 		return nil, err
 	}

@@ -207,3 +207,8 @@ func setRcvLowat(c net.Conn, n int) {
 		}
 	}
 }
+
+const icmpDeniedHint = "unprivileged ping sockets are not allowed (sysctl net.ipv4.ping_group_range) and raw sockets need root or CAP_NET_RAW"
+
+// osNotes is what this OS cannot give the tester; Linux gives it all.
+func osNotes() []string { return nil }

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin && !freebsd && !windows
 
 package bloat
 
@@ -33,3 +33,12 @@ func listenPing(v6 bool) (net.PacketConn, error) {
 func setRcvLowat(c net.Conn, n int) {}
 
 func notSent(c net.Conn) (int64, bool) { return 0, false }
+
+const icmpDeniedHint = "ICMP sockets were refused on this OS"
+
+func osNotes() []string {
+	return []string{
+		"kernel receive timestamps not available on this OS: user-space timestamps used",
+		notCountedNote,
+	}
+}
