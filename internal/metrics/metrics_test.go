@@ -170,10 +170,11 @@ func TestScrapeErrorAndNil(t *testing.T) {
 
 func TestLabelEscaping(t *testing.T) {
 	for in, want := range map[string]string{
-		`plain`:      `plain`,
-		`a"b`:        `a\"b`,
-		`back\slash`: `back\\slash`,
-		"new\nline":  `new\nline`,
+		`plain`:       `plain`,
+		`a"b`:         `a\"b`,
+		`back\slash`:  `back\\slash`,
+		"new\nline":   `new\nline`,
+		"bad\xffutf8": "bad\uFFFDutf8",
 	} {
 		if got := escapeLabel(in); got != want {
 			t.Errorf("escapeLabel(%q) = %q, want %q", in, got, want)

@@ -144,7 +144,9 @@ func formatLabels(kv []string) string {
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 var helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 
-func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+// escapeLabel also replaces invalid UTF-8, which Prometheus refuses in a
+// label value (and with it the whole scrape).
+func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
 func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
 
 func formatValue(v float64) string {

@@ -22,6 +22,9 @@ type KernelSource struct {
 	Store  *service.Store
 	Kernel StatusReader
 	Build  BuildInfo
+	// LastTest returns the last bufferbloat test the service ran (nil:
+	// none); nil when the service keeps no tests.
+	LastTest func() *TestResult
 }
 
 // Snapshot implements Source. A device the kernel cannot report (it is
@@ -31,6 +34,9 @@ func (s *KernelSource) Snapshot() (*Snapshot, error) {
 	states, err := s.Store.All()
 	snap, kerr := FromStates(s.Kernel, states)
 	snap.Build = s.Build
+	if s.LastTest != nil {
+		snap.LastTest = s.LastTest()
+	}
 	return snap, errors.Join(err, kerr)
 }
 
