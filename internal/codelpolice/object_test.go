@@ -1,0 +1,178 @@
+package codelpolice
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"sqm/internal/plan"
+)
+
+// TestObjects: both committed objects parse, have the maps the program
+// and this package agree on, and every map load is relocated.
+func TestObjects(t *testing.T) {
+	for name, b := range map[string][]byte{"bpfel": objectLE, "bpfeb": objectBE} {
+		o, err := parseObject(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := map[string]mapSpec{
+			"config":   {name: "config", typ: 2, keySize: 4, valueSize: configSize, maxEntries: 1},
+			"state":    {name: "state", typ: 2, keySize: 4, valueSize: 80, maxEntries: 1},
+			"counters": {name: "counters", typ: 6, keySize: 4, valueSize: counterSlots * 8, maxEntries: 1},
+			"flows":    {name: "flows", typ: 9, keySize: 4, valueSize: 24, maxEntries: 4096},
+		}
+		if len(o.maps) != len(want) {
+			t.Errorf("%s: %d maps, want %d", name, len(o.maps), len(want))
+		}
+		for _, m := range o.maps {
+			if m != want[m.name] {
+				t.Errorf("%s: map %+v, want %+v", name, m, want[m.name])
+			}
+		}
+		if len(o.relocs) == 0 || o.license != "GPL" {
+			t.Errorf("%s: %d relocations, license %q", name, len(o.relocs), o.license)
+		}
+		wantOrder := binary.ByteOrder(binary.LittleEndian)
+		if name == "bpfeb" {
+			wantOrder = binary.BigEndian
+		}
+		if o.order != wantOrder {
+			t.Errorf("%s: byte order %v", name, o.order)
+		}
+		// Patching sets the pseudo-map source register and the fd, and
+		// leaves the destination register alone, in either byte order.
+		fds := []int{101, 102, 103, 104}
+		insns := o.patched(fds)
+		for _, r := range o.relocs {
+			regs := insns[r.off+1]
+			src, dst := regs>>4, regs&0xf
+			if o.order == binary.ByteOrder(binary.BigEndian) {
+				src, dst = regs&0xf, regs>>4
+			}
+			if src != pseudoMapFD || dst != 1 && dst != 2 && dst != 3 && dst != 4 && dst != 6 && dst != 7 && dst != 8 && dst != 9 {
+				t.Errorf("%s: insn at %d: regs %02x", name, r.off, regs)
+			}
+			if got := o.order.Uint32(insns[r.off+4:]); got != uint32(fds[r.m]) {
+				t.Errorf("%s: insn at %d loads fd %d, want %d", name, r.off, got, fds[r.m])
+			}
+		}
+		if !bytes.Equal(o.insns[:8], insns[:8]) && o.relocs[0].off != 0 {
+			t.Errorf("%s: patching changed an instruction without a relocation", name)
+		}
+	}
+}
+
+func TestParseObjectRejects(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "codel_police object"},
+		{"not elf", []byte("hello, world, this is not an ELF object at all"), "codel_police object"},
+		{"truncated", objectLE[:len(objectLE)/2], "codel_police object"},
+	} {
+		_, err := parseObject(c.b)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzParseObject(f *testing.F) {
+	f.Add(objectLE)
+	f.Add(objectBE)
+	f.Add([]byte("\x7fELF"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := parseObject(b)
+		if err != nil {
+			return
+		}
+		// Whatever parses must be safe to patch.
+		fds := make([]int, len(o.maps))
+		_ = o.patched(fds)
+	})
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+		bad  bool
+	}{
+		{"0", 1, false}, {"0-3\n", 4, false}, {"0-1,4-5", 6, false}, {"0,2", 3, false},
+		{"", 0, true}, {"x", 0, true}, {"3-1", 0, true}, {"-1", 0, true}, {"0-", 0, true}, {"0-70000", 0, true},
+	} {
+		got, err := parseCPUList(c.in)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("parseCPUList(%q) = %d, %v", c.in, got, err)
+		}
+	}
+}
+
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0", "0-3", "0-1,4-5", "", "3-1", "0-,", "1,,2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseCPUList(s)
+		if err == nil && (n < 1 || n > 1<<16) {
+			t.Errorf("parseCPUList(%q) = %d without error", s, n)
+		}
+	})
+}
+
+func TestSumPerCPU(t *testing.T) {
+	b := make([]byte, 2*counterSlots*8)
+	for cpu := 0; cpu < 2; cpu++ {
+		for i := 0; i < counterSlots; i++ {
+			binary.NativeEndian.PutUint64(b[cpu*counterSlots*8+8*i:], uint64(10*cpu+i+1))
+		}
+	}
+	c, err := sumPerCPU(b, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Counters{Passed: 12, PassedBytes: 14, Marked: 16, MarkedBytes: 18, DroppedSignal: 20, DroppedSignalBytes: 22,
+		DroppedLimit: 24, DroppedLimitBytes: 26, Spared: 28, NonIP: 30}
+	if c != want {
+		t.Errorf("sum = %+v, want %+v", c, want)
+	}
+	if _, err := sumPerCPU(b[:8], 2); err == nil {
+		t.Error("short value accepted")
+	}
+}
+
+// TestConfigBytes pins the layout struct config in codel_police.c reads.
+func TestConfigBytes(t *testing.T) {
+	p := &plan.CodelPolice{RateBits: 50e6, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+		Limit: 200 * time.Millisecond, MTU: 1514, ECN: true, Flows: false}
+	b, err := configBytes(p, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := binary.NativeEndian
+	// 160 ns a byte at 50 Mbit/s, in 16.16 fixed point.
+	if m := e.Uint64(b[0:]); m != 160<<16 {
+		t.Errorf("mult = %d, want %d", m, 160<<16)
+	}
+	if e.Uint64(b[8:]) != 5e6 || e.Uint64(b[16:]) != 100e6 || e.Uint64(b[24:]) != 200e6 {
+		t.Errorf("target/interval/limit = %d/%d/%d ns", e.Uint64(b[8:]), e.Uint64(b[16:]), e.Uint64(b[24:]))
+	}
+	if e.Uint64(b[32:]) != 1514*160 {
+		t.Errorf("mtu time = %d ns, want %d", e.Uint64(b[32:]), 1514*160)
+	}
+	if e.Uint32(b[40:]) != flagECN || e.Uint32(b[44:]) != 14 {
+		t.Errorf("flags %d l2len %d", e.Uint32(b[40:]), e.Uint32(b[44:]))
+	}
+	if _, err := configBytes(p, 18); err == nil || !strings.Contains(err.Error(), "link-layer header of 18") {
+		t.Errorf("l2len 18: %v", err)
+	}
+	p.Target = 0
+	if _, err := configBytes(p, 14); err == nil || !strings.Contains(err.Error(), "target") {
+		t.Errorf("target 0: %v", err)
+	}
+}
