@@ -1,3 +1,5 @@
+//go:build !sqm_notest
+
 package cli
 
 import (
