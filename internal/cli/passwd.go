@@ -1,4 +1,4 @@
-//go:build !sqm_noweb
+//go:build linux && !sqm_noweb
 
 package cli
 

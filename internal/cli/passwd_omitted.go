@@ -1,7 +1,7 @@
-//go:build sqm_noweb
+//go:build !linux || sqm_noweb
 
 package cli
 
-// The logins are only for the web page; a build without it (-tags
-// sqm_noweb) has no use for them.
-func cmdPasswd() *command { return omitted("passwd", "sqm_noweb") }
+// sqm passwd writes logins for the daemon's web page: Linux only, and left
+// out with the page (-tags sqm_noweb).
+func cmdPasswd() *command { return linuxPart("passwd", "sqm_noweb") }

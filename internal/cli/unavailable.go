@@ -13,9 +13,11 @@ import (
 // flags and accepts any arguments: the message comes before flag parsing.
 //
 // The pattern for a new optional part, e.g. a tag sqm_noweb: put
-// `//go:build !sqm_noweb` on the command's file, and add a file with
-// `//go:build sqm_noweb` whose constructor returns omitted("web",
-// "sqm_noweb"). TestRouterBuild (router_test.go) then checks the tag.
+// `//go:build !sqm_noweb` on the command's file (`linux && !sqm_noweb` if
+// it needs Linux), and add a file with the opposite constraint whose
+// constructor returns omitted("web", "sqm_noweb") (linuxPart for a Linux
+// one), as lab_omitted.go does. Add the tag to ROUTER_TAGS and to
+// TestBuildTags (build_test.go), which builds and runs each such binary.
 //
 // Stand-ins repeat neither the real summary nor the usage, so nothing
 // needs keeping in step: the real command's file is simply not compiled.
@@ -26,13 +28,17 @@ func needsLinux(name string) *command {
 }
 
 // omitted is the stand-in for a command left out of this build by tag.
-// On other OSes the lab would need Linux anyway, which is then the
-// reason given.
 func omitted(name, tag string) *command {
-	if runtime.GOOS != "linux" && tag == "sqm_nolab" {
+	return standIn(name, "(not in this build)", fmt.Sprintf("sqm %s is not in this build (built with -tags %s)", name, tag))
+}
+
+// linuxPart is the stand-in for a Linux-only command that a tag can also
+// leave out: off Linux, needing Linux is the reason given.
+func linuxPart(name, tag string) *command {
+	if runtime.GOOS != "linux" {
 		return needsLinux(name)
 	}
-	return standIn(name, "(not in this build)", fmt.Sprintf("sqm %s is not in this build (built with -tags %s)", name, tag))
+	return omitted(name, tag)
 }
 
 func standIn(name, summary, why string) *command {
