@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -109,6 +110,7 @@ type Interval struct {
 type Probe struct {
 	Kind   string  `json:"kind"`
 	Phase  string  `json:"phase"`
+	Load   string  `json:"load,omitempty"` // self probes: the direction of the connection's load
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
 	TCPMs  float64 `json:"tcp_ms,omitempty"`
@@ -208,7 +210,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		t := time.Now()
 		conn, err := dialer.DialContext(ctx, o.Network, c.addr)
 		if pt, ok := ctx.Value(timesKey{}).(*connTimes); ok {
-			pt.tcp = time.Since(t)
+			pt.tcp, pt.conn = time.Since(t), conn
 		}
 		return conn, err
 	}
@@ -366,7 +368,10 @@ func certHint(err error) string {
 
 type timesKey struct{}
 
-type connTimes struct{ tcp, tls time.Duration }
+type connTimes struct {
+	tcp, tls time.Duration
+	conn     net.Conn // the TCP connection, for its kernel counters
+}
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -410,13 +415,29 @@ func (c *client) get(ctx context.Context, cc *http.ClientConn, u *url.URL) (time
 		return 0, err
 	}
 	req.Header.Set("Accept-Encoding", "identity")
+	// Time from the request's headers leaving, not from the call: on a
+	// new connection Go's HTTP/2 client first waits for the server's
+	// SETTINGS, a round trip that is not the request's (browsers send at
+	// once), and that would count the handshake twice.
 	t := time.Now()
+	var wrote time.Time
+	var wmu sync.Mutex
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() {
+		wmu.Lock()
+		wrote = time.Now()
+		wmu.Unlock()
+	}}))
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
 		return 0, err
 	}
 	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
+	wmu.Lock()
+	if !wrote.IsZero() {
+		t = wrote
+	}
+	wmu.Unlock()
 	d := time.Since(t)
 	if err == nil && resp.StatusCode != http.StatusOK {
 		err = fmt.Errorf("GET %s: %s", u, resp.Status)
@@ -431,17 +452,19 @@ func (c *client) get(ctx context.Context, cc *http.ClientConn, u *url.URL) (time
 type loadConn struct {
 	dir   string
 	cc    *http.ClientConn
-	bytes atomic.Int64
+	tcp   net.Conn
+	bytes atomic.Int64 // body bytes read (down) or handed to the transport (up)
 	dead  atomic.Bool
 	err   atomic.Pointer[string]
 }
 
 func (c *client) newLoad(ctx context.Context, dir string) (*loadConn, error) {
-	cc, err := c.tr.NewClientConn(ctx, c.scheme, c.addr)
+	ct := &connTimes{}
+	cc, err := c.tr.NewClientConn(context.WithValue(ctx, timesKey{}, ct), c.scheme, c.addr)
 	if err != nil {
 		return nil, err
 	}
-	lc := &loadConn{dir: dir, cc: cc}
+	lc := &loadConn{dir: dir, cc: cc, tcp: ct.conn}
 	go func() {
 		defer lc.dead.Store(true)
 		for ctx.Err() == nil {
@@ -488,6 +511,22 @@ func (c *client) download(ctx context.Context, lc *loadConn) error {
 	}
 }
 
+// count is the goodput counter of a load connection. Downloads count the
+// body bytes read. Uploads count what TCP says the server acknowledged
+// where the kernel tells (Linux): what the transport took from the body
+// includes its buffers and flow-control window, and a server that answers
+// before reading (nginx's "return 200") makes the transport take a lot
+// that never leaves. The acknowledged count includes TLS and HTTP/2
+// framing, about 1 %.
+func (lc *loadConn) count() int64 {
+	if lc.dir == "up" {
+		if n, ok := bytesAcked(lc.tcp); ok {
+			return n
+		}
+	}
+	return lc.bytes.Load()
+}
+
 // zeros is an endless upload body that counts what the transport took.
 type zeros struct{ n *atomic.Int64 }
 
@@ -527,7 +566,7 @@ func (c *client) self(ctx context.Context, lc *loadConn) Probe {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	t := time.Now()
-	p := Probe{Kind: "self", Phase: "loaded", StartS: c.since(t)}
+	p := Probe{Kind: "self", Phase: "loaded", Load: lc.dir, StartS: c.since(t)}
 	d, err := c.get(ctx, lc.cc, c.small)
 	p.HTTPMs, p.EndS = ms(d), c.since(time.Now())
 	if err != nil {
@@ -576,6 +615,7 @@ func (c *client) loaded(ctx context.Context, res *Result) error {
 	}
 	loadStart := time.Now()
 	res.LoadStartS = c.since(loadStart)
+	lastTick := loadStart
 	o.Logf("loaded: %s, up to %v, interval %v", o.Direction, o.Duration, o.Interval)
 
 	// Probes: a foreign and a self probe every pace, each in its own
@@ -617,6 +657,7 @@ func (c *client) loaded(ctx context.Context, res *Result) error {
 
 	var (
 		perDir     = map[string][]float64{} // bytes per interval
+		durs       []float64                // each interval's real length (s): ticks can come late on a busy machine
 		mavg       = map[string][]float64{} // moving averages, bytes/s
 		saturated  = map[string]bool{}
 		prevBytes  = map[string]int64{}
@@ -638,6 +679,9 @@ func (c *client) loaded(ctx context.Context, res *Result) error {
 		case <-tick.C:
 		}
 		now := time.Now()
+		dt := now.Sub(lastTick).Seconds()
+		lastTick = now
+		durs = append(durs, dt)
 		iv := Interval{EndS: c.since(now)}
 		var total float64
 		for _, d := range dirs {
@@ -645,7 +689,7 @@ func (c *client) loaded(ctx context.Context, res *Result) error {
 			n := 0
 			for _, lc := range snapshot() {
 				if lc.dir == d {
-					b += lc.bytes.Load()
+					b += lc.count()
 					n++
 					if e := lc.err.Load(); e != nil {
 						return fmt.Errorf("rpm: a %s load connection failed: %s", d, *e)
@@ -655,19 +699,20 @@ func (c *client) loaded(ctx context.Context, res *Result) error {
 			delta := float64(b - prevBytes[d])
 			prevBytes[d] = b
 			perDir[d] = append(perDir[d], delta)
-			total += delta / o.Interval.Seconds()
-			mbps := delta * 8 / o.Interval.Seconds() / 1e6
+			total += delta / dt
+			mbps := delta * 8 / dt / 1e6
 			if d == "down" {
 				iv.DownloadMbps, iv.DownConns = mbps, n
 			} else {
 				iv.UploadMbps, iv.UpConns = mbps, n
 			}
 			if k := len(perDir[d]); k >= MAD {
-				var sum float64
-				for _, x := range perDir[d][k-MAD:] {
-					sum += x
+				var sum, secs float64
+				for j := k - MAD; j < k; j++ {
+					sum += perDir[d][j]
+					secs += durs[j]
 				}
-				mavg[d] = append(mavg[d], sum/(float64(MAD)*o.Interval.Seconds()))
+				mavg[d] = append(mavg[d], sum/secs)
 				if !saturated[d] && stable(mavg[d]) {
 					saturated[d] = true
 					o.Logf("%s goodput stable at %.1f Mbit/s with %d connections", d, mavg[d][len(mavg[d])-1]*8/1e6, n)

@@ -1,6 +1,7 @@
 package rpm
 
 import (
+	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,4 +22,29 @@ func lowatControl(_, _ string, rc syscall.RawConn) error {
 		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notsentLowat)
 	})
 	return nil
+}
+
+// bytesAcked is the count of bytes the peer acknowledged on a TCP
+// connection (tcpi_bytes_acked).
+func bytesAcked(c net.Conn) (int64, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		var ti *unix.TCPInfo
+		ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if gerr == nil {
+			n = int64(ti.Bytes_acked)
+		}
+	}); err != nil || gerr != nil {
+		return 0, false
+	}
+	return n, true
 }

@@ -1,0 +1,470 @@
+//go:build linux
+
+package rpm_test
+
+// `sqm test --rpm` across a shaped namespace link, against an independent
+// server (Debian's nginx, HTTP/2 + TLS, serving the three objects and a
+// configuration document with the older key names) and against
+// `sqm server --rpm`, checked against ping run at the same time.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sqm/internal/cli"
+	"sqm/internal/netns"
+	"sqm/internal/rpm"
+	"sqm/internal/testutil"
+)
+
+// cliEnv makes the test binary act as sqm, so the tests run the real
+// command line inside a namespace without building a binary.
+const cliEnv = "SQM_RPM_TEST_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func sqmCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	return cmd
+}
+
+// The link: 10 Mbit/s each way through htb with a 100-packet FIFO behind
+// it, so a saturated direction queues about 120 ms (100 * 1514 B at
+// 10 Mbit/s), twice that for a round trip with both directions loaded:
+// far above the idle RTT of a veth (~0.05 ms) and the serialisation of a
+// probe's few kilobytes (a few ms), so the RPM is the queue's.
+const (
+	rateMbit  = 10
+	fifoLimit = 100
+	srvIP     = "10.78.0.1"
+	cliIP     = "10.78.0.2"
+)
+
+type link struct{ srv, cli *netns.NS }
+
+func newLink(t *testing.T) *link {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("tc"); err != nil {
+		t.Skip("needs tc (iproute2) for the htb rate limit")
+	}
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("needs ping (iputils-ping) as the reference")
+	}
+	l := &link{srv: netns.NewT(t, "rpmS"), cli: netns.NewT(t, "rpmC")}
+	if err := l.srv.Veth("vrS", l.cli, "vrC"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		ns       *netns.NS
+		dev, ip4 string
+	}{{l.srv, "vrS", srvIP + "/24"}, {l.cli, "vrC", cliIP + "/24"}} {
+		// Offloads would let htb see 64 KB super-packets and overshoot.
+		if err := s.ns.DisableOffloads(s.dev); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ns.AddAddr(s.dev, s.ip4); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ns.Up("lo", s.dev); err != nil {
+			t.Fatal(err)
+		}
+		// Loss-based congestion control fills the FIFO, so the queue ping
+		// and the probes cross is the FIFO's length whatever the machine's
+		// default (BBR keeps a smaller, wandering queue). Reno, because a
+		// namespace may only pick from tcp_allowed_congestion_control,
+		// where reno always is.
+		if err := s.ns.SetSysctl("net.ipv4.tcp_congestion_control", "reno"); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "htb", "default", "1"},
+			{"class", "add", "dev", s.dev, "parent", "1:", "classid", "1:1", "htb",
+				"rate", fmt.Sprintf("%dmbit", rateMbit), "ceil", fmt.Sprintf("%dmbit", rateMbit)},
+			{"qdisc", "add", "dev", s.dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", strconv.Itoa(fifoLimit)},
+		} {
+			if out, err := s.ns.Output(exec.Command("tc", args...)); err != nil {
+				t.Fatalf("tc %v: %v\n%s", args, err, out)
+			}
+		}
+		if err := s.ns.WaitReady(s.dev, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// waitListening dials addr from the client namespace until it answers.
+func (l *link) waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := l.cli.Do(func() error {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never listened: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writeCert writes a CA-less self-signed certificate for srvIP, which the
+// client then trusts with --ca.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rpm test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.ParseIP(srvIP)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// startNginx serves the draft's objects from Debian's nginx with HTTP/2
+// and TLS in the server namespace. Its buffers are kept small, and the
+// namespace's TCP_NOTSENT_LOWAT default set to what sqm server uses, so
+// that a self probe waits behind the network's queue and not behind
+// megabytes the server wrote ahead; that is a deployment choice the draft
+// encourages, and it makes the two servers comparable.
+func startNginx(t *testing.T, l *link, certFile, keyFile string) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("needs nginx (Debian package nginx; scripts/setup.sh installs it)")
+	}
+	dir := t.TempDir()
+	www := filepath.Join(dir, "www")
+	if err := os.MkdirAll(filepath.Join(www, ".well-known"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := "https://" + srvIP + ":4443"
+	// The older key names, as goresponsiveness-era servers publish them.
+	doc := fmt.Sprintf(`{"version":1,"urls":{"small_https_download_url":"%s/small","large_https_download_url":"%s/large","https_upload_url":"%s/upload"}}`, base, base, base)
+	for name, data := range map[string]string{".well-known/nq": doc, "small": "x"} {
+		if err := os.WriteFile(filepath.Join(www, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 8 GiB as the draft asks, sparse: no disk is used.
+	f, err := os.Create(filepath.Join(www, "large"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	default_type application/octet-stream;
+	ssl_buffer_size 4k;
+	output_buffers 1 16k;
+	http2_chunk_size 4k;
+	server {
+		listen %[2]s:4443 ssl http2;
+		ssl_protocols TLSv1.2 TLSv1.3;
+		ssl_certificate %[3]s;
+		ssl_certificate_key %[4]s;
+		root %[5]s;
+		location = /.well-known/nq { default_type application/json; }
+		# An upload sink: "return 200" would answer at once and reset
+		# the stream, so the body is read instead, as proxy_pass with
+		# request buffering does before it ever contacts the upstream
+		# (a closed port: the endless body never ends). The body goes
+		# to a temporary file in the test directory (25 MB for 20 s at
+		# 10 Mbit/s), removed when the client goes away.
+		location = /upload {
+			client_max_body_size 0;
+			proxy_pass http://127.0.0.1:9;
+		}
+	}
+}
+`, dir, srvIP, certFile, keyFile, www)
+	confFile := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.srv.SetSysctl("net.ipv4.tcp_notsent_lowat", "16384"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", confFile, "-p", dir, "-e", filepath.Join(dir, "error.log"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := l.srv.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Logf("nginx output:\n%s\nerror.log:\n%s", out.String(), log)
+		}
+	})
+	l.waitListening(t, srvIP+":4443")
+	return base + "/.well-known/nq"
+}
+
+// startSQMServer runs `sqm server --rpm` in the server namespace.
+func startSQMServer(t *testing.T, l *link) string {
+	t.Helper()
+	cmd := sqmCmd("server", "--listen", srvIP+":0", "--rpm", srvIP+":4444")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := l.srv.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("sqm server output:\n%s", out.String())
+		}
+	})
+	l.waitListening(t, srvIP+":4444")
+	return srvIP + ":4444"
+}
+
+// pinger runs ping -D in the client namespace for the whole test.
+type pinger struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+func startPing(t *testing.T, l *link) *pinger {
+	t.Helper()
+	p := &pinger{cmd: exec.Command("ping", "-D", "-n", "-i", "0.1", srvIP)}
+	p.cmd.Stdout = &p.out
+	if err := l.cli.Start(p.cmd); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var pingLine = regexp.MustCompile(`^\[(\d+\.\d+)\] .* time=([\d.]+) ms`)
+
+// stop ends ping and returns the RTTs (ms) of the replies whose send time
+// (stamp minus RTT) falls in [from, to].
+func (p *pinger) stop(t *testing.T, from, to time.Time) []float64 {
+	p.cmd.Process.Signal(syscall.SIGINT)
+	p.cmd.Wait()
+	var rtts []float64
+	sc := bufio.NewScanner(&p.out)
+	for sc.Scan() {
+		m := pingLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		stamp, _ := strconv.ParseFloat(m[1], 64)
+		rtt, _ := strconv.ParseFloat(m[2], 64)
+		sent := time.Unix(0, int64((stamp-rtt/1000)*1e9))
+		if !sent.Before(from) && !sent.After(to) {
+			rtts = append(rtts, rtt)
+		}
+	}
+	return rtts
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// What the test can hold the measurement to, against ping's median RTT
+// over the window the result is computed from (the last MAD intervals):
+//
+//   - The TCP handshake and each TLS round trip of a foreign probe are one
+//     round trip through the same two FIFOs ping crosses, with nothing
+//     queued ahead of them in the sender (a new connection): their medians
+//     must be within 25 % of ping's. (Medians, because under tail drop a
+//     few SYNs are lost and wait a 1 s retransmission; the draft's trimmed
+//     mean drops only the top 5 %.) The 25 % covers the sawtooth of the
+//     queue between samples and scheduling on a busy 2-core machine.
+//   - The HTTP request on a new connection is one round trip plus what the
+//     server does for a fresh HTTP/2 connection: measured 1.2-1.7 round
+//     trips; it must lie within 0.75-2.5.
+//   - A self probe is multiplexed on a loaded connection, so it also waits
+//     behind what that connection's sender has committed and not sent,
+//     drained at the connection's share of the link (measured: 3-6 times
+//     ping's RTT with 4-8 connections a direction). It can never beat the
+//     queue: its median must be at least 0.75 of ping's.
+//   - The RPM is then bounded by the draft's formula, RPM = (F + S) / 2
+//     with F = 60000 / mean(tcp, tls, http) and S = 60000 / http_l: no part
+//     faster than a round trip gives RPM <= 60000/ping (1.25 for noise);
+//     F >= 60000 / ((1.25 + 1.25 + 2.5) / 3 * ping) = 0.6 * 60000/ping and
+//     S > 0 give RPM > 0.3 * 60000/ping. A client that measured idle
+//     latency (RPM in the tens of thousands here), timed in the wrong unit
+//     or left the queue out fails by far.
+const (
+	handshakeTol = 0.25
+	rpmLow       = 0.3
+	rpmHigh      = 1.25
+)
+
+func runRPM(t *testing.T, l *link, args ...string) *rpm.Result {
+	t.Helper()
+	p := startPing(t, l)
+	cmd := sqmCmd(append([]string{"test", "--json", "--quiet", "--duration", "12s"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := l.cli.Output(cmd)
+	if err != nil {
+		p.stop(t, time.Time{}, time.Time{})
+		t.Fatalf("sqm test %v: %v\n%s", args, err, stderr.String())
+	}
+	var res rpm.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
+	}
+	// The draft's result is over the probes of the last MAD intervals.
+	end := res.Start.Add(time.Duration(res.LoadEndS * float64(time.Second)))
+	from := end.Add(-time.Duration(float64(rpm.MAD) * res.IntervalS * float64(time.Second)))
+	rtts := p.stop(t, from, end)
+	if len(rtts) < 10 {
+		t.Fatalf("only %d ping replies in the result's window %v..%v", len(rtts), from, end)
+	}
+	ping := median(rtts)
+	ref := 60000 / ping
+	var tcp, tls, httpF, httpL []float64
+	fromS, endS := res.LoadEndS-float64(rpm.MAD)*res.IntervalS, res.LoadEndS
+	for _, p := range res.Probes {
+		if p.Phase != "loaded" || p.Err != "" || p.EndS <= fromS || p.EndS > endS {
+			continue
+		}
+		if p.Kind == "foreign" {
+			tcp, tls, httpF = append(tcp, p.TCPMs), append(tls, p.TLSMs), append(httpF, p.HTTPMs)
+		} else {
+			httpL = append(httpL, p.HTTPMs)
+		}
+	}
+	a := res.Loaded
+	t.Logf("RPM %.0f = 60000/ping x %.3f (%s; foreign %.0f: tcp %.1f tls %.1f http %.1f ms; self %.0f: http %.1f ms; %d+%d probes); ping median %.1f ms (%d replies) -> %.0f; probe medians / ping: tcp %.2f tls %.2f http_f %.2f http_l %.2f; idle RPM %.0f; goodput down %.2f up %.2f Mbit/s; confidence %s/%s",
+		res.RPM, res.RPM/ref, res.Protocol, a.ForeignRPM, a.TCPMs, a.TLSMs, a.HTTPForeignMs, a.SelfRPM, a.HTTPSelfMs, a.Foreign, a.Self,
+		ping, len(rtts), ref, median(tcp)/ping, median(tls)/ping, median(httpF)/ping, median(httpL)/ping,
+		res.IdleRPM, res.DownloadMbps, res.UploadMbps, res.GoodputConfidence, res.ResponsivenessConfidence)
+	if len(tcp) < 10 || len(httpL) < 10 {
+		t.Fatalf("only %d foreign and %d self probes in the window", len(tcp), len(httpL))
+	}
+	for _, c := range []struct {
+		name   string
+		v      []float64
+		lo, hi float64
+	}{
+		{"TCP handshake", tcp, 1 - handshakeTol, 1 + handshakeTol},
+		{"TLS round trip", tls, 1 - handshakeTol, 1 + handshakeTol},
+		{"HTTP on a new connection", httpF, 0.75, 2.5},
+		{"HTTP on a loaded connection", httpL, 0.75, math.Inf(1)},
+	} {
+		if r := median(c.v) / ping; r < c.lo || r > c.hi {
+			t.Errorf("%s: median %.1f ms is %.2f times ping's %.1f ms; want %.2f..%.2f", c.name, median(c.v), r, ping, c.lo, c.hi)
+		}
+	}
+	if r := res.RPM / ref; r < rpmLow || r > rpmHigh {
+		t.Errorf("RPM %.0f is %.2f times 60000/ping median (%.0f); want %.2f..%.2f", res.RPM, r, ref, rpmLow, rpmHigh)
+	}
+	// The load must really have filled the link both ways.
+	if res.DownloadMbps < 0.5*rateMbit || res.UploadMbps < 0.5*rateMbit || res.DownloadMbps > 1.05*rateMbit || res.UploadMbps > 1.05*rateMbit {
+		t.Errorf("goodput down %.2f up %.2f Mbit/s on a %d Mbit/s link each way", res.DownloadMbps, res.UploadMbps, rateMbit)
+	}
+	if res.IdleRPM < 10*res.RPM {
+		t.Errorf("idle RPM %.0f is not far above the loaded %.0f on a bloated link", res.IdleRPM, res.RPM)
+	}
+	return &res
+}
+
+func TestRPMNginx(t *testing.T) {
+	l := newLink(t)
+	certFile, keyFile := writeCert(t, t.TempDir())
+	u := startNginx(t, l, certFile, keyFile)
+	res := runRPM(t, l, "--rpm", u, "--ca", certFile)
+	if !res.Config.OldKeys {
+		t.Error("the nginx document's older key names were not noticed")
+	}
+}
+
+func TestRPMSQMServer(t *testing.T) {
+	l := newLink(t)
+	addr := startSQMServer(t, l)
+	res := runRPM(t, l, "--rpm", addr, "--insecure")
+	if res.Config.OldKeys {
+		t.Error("sqm server publishes the current key names, yet the client fell back to the older ones")
+	}
+	if !strings.HasPrefix(res.Protocol, "HTTP/2, TLS 1.3") {
+		t.Errorf("protocol %q", res.Protocol)
+	}
+}
