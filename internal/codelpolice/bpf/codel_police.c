@@ -243,11 +243,16 @@ int codel_police(struct __sk_buff *skb)
 	int spare = 0;
 	if ((cfg->flags & F_FLOWS) && ip) {
 		__u64 epoch = now / cfg->interval_ns;
-		if (st->epoch != epoch) {
-			// Roll over; an epoch with no packets leaves nothing behind.
-			int adjacent = st->epoch + 1 == epoch;
-			st->bytes_prev = adjacent ? st->bytes_cur : 0;
-			st->flows_prev = adjacent ? st->flows_cur : 0;
+		if (epoch > st->epoch) {
+			// Roll over. Epochs without packets (a pause longer than
+			// an interval) halve what is remembered for each one
+			// rather than erase it, so the first packets after a
+			// pause are still judged by the flows' recent shares.
+			__u64 gap = epoch - st->epoch - 1;
+			if (gap > 63)
+				gap = 63;
+			st->bytes_prev = st->bytes_cur >> gap;
+			st->flows_prev = st->flows_cur;
 			st->bytes_cur = 0;
 			st->flows_cur = 0;
 			st->epoch = epoch;
@@ -255,13 +260,18 @@ int codel_police(struct __sk_buff *skb)
 		__u32 key = get_hash_recalc(skb);
 		struct flow *f = map_lookup(&flows, &key);
 		if (!f) {
+			// A new flow has nothing remembered; with no bytes yet in
+			// this epoch, the branch below counts it as active.
 			struct flow nf = {.epoch = epoch};
 			map_update(&flows, &key, &nf, 0);
 			f = map_lookup(&flows, &key);
 		}
 		if (f) {
-			if (f->epoch != epoch) {
-				f->bytes_prev = f->epoch + 1 == epoch ? f->bytes_cur : 0;
+			if (epoch > f->epoch) {
+				__u64 gap = epoch - f->epoch - 1;
+				if (gap > 63)
+					gap = 63;
+				f->bytes_prev = f->bytes_cur >> gap;
 				f->bytes_cur = 0;
 				f->epoch = epoch;
 				__sync_fetch_and_add(&st->flows_cur, 1);
