@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet bpf bpfcheck unit vmtest demo sizes clean install install-openwrt fresh-check
+.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router clean install install-openwrt fresh-check
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 setup:
 	scripts/setup.sh
 
-test: setup fmt vet bpfcheck unit vmtest
+test: setup fmt vet bpfcheck cross unit vmtest
 
 fmt:
 	@out=$$(gofmt -l $(GOFILES)); \
@@ -52,19 +52,34 @@ demo: setup build
 	@if modprobe -q sch_netem 2>/dev/null && modprobe -q sch_cake 2>/dev/null; then \
 		bin/sqm lab; else bin/sqm lab --vm; fi
 
-# Stripped static binaries for router targets, with their sizes.
+# Stripped static binaries for the router targets, full and router builds
+# side by side (scripts/sizes.sh). The router build leaves out what a small
+# router does not need, by build tag: sqm_nolab (the lab and the VM
+# harness); sqm_notest (sqm test/server) and sqm_noweb (the daemon's page,
+# which also runs tests, so the tester stays while the page does) go
+# further, as in the "minimal" column. `make router` builds only that one.
 SIZE_TARGETS = linux/amd64 linux/arm64 linux/arm/7 linux/mipsle/softfloat
+ROUTER_TAGS ?= sqm_nolab
+MIN_TAGS    ?= sqm_nolab,sqm_notest,sqm_noweb
+SIZES_ENV    = GO='$(GO)' LDFLAGS='$(LDFLAGS)' SIZE_TARGETS='$(SIZE_TARGETS)' ROUTER_TAGS='$(ROUTER_TAGS)' MIN_TAGS='$(MIN_TAGS)'
 
 sizes:
-	@mkdir -p bin/sizes
-	@printf '%-22s %12s %10s %10s\n' target bytes MiB gzip-9
-	@set -e; for t in $(SIZE_TARGETS); do \
-		os=$${t%%/*}; rest=$${t#*/}; arch=$${rest%%/*}; variant=$${rest#$$arch}; variant=$${variant#/}; \
-		env="GOOS=$$os GOARCH=$$arch"; name=$$os-$$arch; \
-		case $$arch in arm) env="$$env GOARM=$$variant"; name=$$name-v$$variant;; mips*) env="$$env GOMIPS=$$variant"; name=$$name-$$variant;; esac; \
-		env CGO_ENABLED=0 $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sizes/sqm-$$name ./cmd/sqm; \
-		b=$$(stat -c %s bin/sizes/sqm-$$name); z=$$(gzip -9c bin/sizes/sqm-$$name | wc -c); \
-		awk -v n=$$name -v b=$$b -v z=$$z 'BEGIN { printf "%-22s %12d %10.2f %10d\n", n, b, b / 1048576, z }'; \
+	@$(SIZES_ENV) scripts/sizes.sh
+
+router:
+	@$(SIZES_ENV) BUILDS=router scripts/sizes.sh
+
+# The tester (sqm test, sqm server) for the machines people test from, and
+# the Linux builds: compile-only (nothing but Linux runs here), so CI sees
+# when a Linux-only import or syscall leaks into the portable commands.
+CROSS_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64 freebsd/amd64 freebsd/arm64
+
+cross:
+	@mkdir -p bin/cross
+	@set -e; for t in $(CROSS_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cross/sqm-$$os-$$arch$$ext ./cmd/sqm; \
+		echo "cross: $$t ok"; \
 	done
 
 clean:
