@@ -227,6 +227,9 @@ func printDevice(w io.Writer, d *kernel.DeviceStatus) {
 	if d.Filters > 0 {
 		fmt.Fprintf(w, "  filters: %d\n", d.Filters)
 	}
+	if d.CodelPolice != nil {
+		printCodelPolice(w, d.CodelPolice)
+	}
 	for _, q := range d.Qdiscs {
 		if q.Cake != nil && len(q.Cake.Tins) > 0 {
 			fmt.Fprintf(w, "  cake %s tins:\n", q.Handle)
