@@ -35,7 +35,7 @@ const (
 
 // largeSize is the size the large object announces: the draft asks for at
 // least 8 GB so that no client finishes it within a test.
-const largeSize = 8 << 30
+const largeSize int64 = 8 << 30
 
 // ServerOptions configures Serve.
 type ServerOptions struct {
@@ -99,7 +99,7 @@ func Handler(maxDuration time.Duration) http.Handler {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", fmt.Sprint(largeSize))
 		buf := make([]byte, 64<<10)
-		for sent := 0; sent < largeSize; sent += len(buf) {
+		for sent := int64(0); sent < largeSize; sent += int64(len(buf)) {
 			if _, err := w.Write(buf); err != nil {
 				return // the client went away or the time cap hit
 			}
