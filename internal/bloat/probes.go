@@ -49,6 +49,7 @@ type kind struct {
 	srvCount   uint32
 	lastSeq    uint64 // the probe whose reply brought srvCount
 	hasCount   bool
+	srvClosed  bool // a reply said the server closed the connection
 	badReplies int
 	lastBad    error
 }

@@ -90,6 +90,9 @@ func (c *client) irttKind(name string, dscp int, conn *net.UDPConn) (*kind, erro
 			return reply{at: at}, nil
 		}
 		k.downDSCP = tos
+		if p.Flags&irtt.FlagClose != 0 {
+			k.srvClosed = true
+		}
 		if s.Params.ReceivedStats&irtt.ReceivedCount != 0 && seq >= k.lastSeq {
 			k.lastSeq, k.srvCount, k.hasCount = seq, p.ReceivedCount, true
 		}
@@ -133,6 +136,9 @@ func (k *kind) finish(c *client) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.srvClosed {
+		c.note("%s: irtt server %s ended the connection during the run (its test duration limit); later probes went unanswered", k.name, k.server)
+	}
 	if k.badReplies > 0 {
 		c.note("%s: %d replies from irtt server %s were dropped (last: %v)", k.name, k.badReplies, k.server, k.lastBad)
 	}

@@ -103,7 +103,14 @@ func Text(w io.Writer, r *bloat.Result) error {
 		for _, p := range r.Probes {
 			fmt.Fprintf(tw, "    %s\tidle %s\tloaded %s\tloss %.1f%% / %.1f%%", p.Kind, med(p.Idle), med(p.Loaded), p.Idle.LossPct, p.Loaded.LossPct)
 			if p.LoadedOWDUpMs != 0 {
-				fmt.Fprintf(tw, "\tloaded one-way up %.2f down %.2f (estimated)", p.LoadedOWDUpMs, p.LoadedOWDDownMs)
+				how := "estimated"
+				if p.Protocol == "irtt" && p.ClocksSynced != nil && *p.ClocksSynced {
+					how = "as stamped"
+				}
+				fmt.Fprintf(tw, "\tloaded one-way up %.2f down %.2f (%s)", p.LoadedOWDUpMs, p.LoadedOWDDownMs, how)
+			}
+			if p.InducedOWDUpMs != 0 || p.InducedOWDDownMs != 0 {
+				fmt.Fprintf(tw, "\tinduced one-way up %.2f down %.2f", p.InducedOWDUpMs, p.InducedOWDDownMs)
 			}
 			fmt.Fprintln(tw)
 		}
