@@ -131,9 +131,12 @@ func (c *client) irttNotes() {
 // beyond the round trips: replies that failed the checks, and on which
 // way the lost probes were lost.
 func (k *kind) finish(c *client) {
-	if k.irtt == nil {
-		return
+	if k.irtt != nil {
+		k.irttFinish(c)
 	}
+}
+
+func (k *kind) irttFinish(c *client) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.srvClosed {
