@@ -361,7 +361,7 @@ func certHint(err error) string {
 	var ue x509.UnknownAuthorityError
 	var he x509.HostnameError
 	if errors.As(err, &ue) || errors.As(err, &he) || strings.Contains(err.Error(), "certificate") {
-		return " (a self-signed server, e.g. 'sqm server --rpm' without --cert, needs --insecure or --ca FILE)"
+		return " (a self-signed server, e.g. 'sqm server --rpm' without --rpm-cert, needs --insecure or --ca FILE)"
 	}
 	return ""
 }
