@@ -48,14 +48,15 @@ func sqmCmd(args ...string) *exec.Cmd {
 }
 
 // shapedLink is two namespaces joined by a veth pair, wan0 (10.77.0.1)
-// shaped by `sqm apply` with the simple recipe (htb; pfifo leaves, since
-// the host kernel has no fq_codel) both ways, ingress through an IFB.
+// shaped by `sqm apply` both ways, ingress through an IFB. On the host
+// kernel the recipe is simple with pfifo leaves (htb; the host has no
+// fq_codel or cake).
 type shapedLink struct {
 	router, peer *netns.NS
 	stateDir     string
 }
 
-func newShapedLink(t *testing.T) *shapedLink {
+func newShapedLink(t *testing.T, script, qdisc string) *shapedLink {
 	t.Helper()
 	testutil.RequireRoot(t)
 	l := &shapedLink{router: netns.NewT(t, "sqmpr"), peer: netns.NewT(t, "sqmpp"), stateDir: t.TempDir()}
@@ -83,20 +84,22 @@ func newShapedLink(t *testing.T) *shapedLink {
 		}
 	}
 	out, err := l.router.Output(sqmCmd("apply", "--state-dir", l.stateDir, "--iface", "wan0",
-		"--down", "20mbit", "--up", "10mbit", "--script", "simple", "--qdisc", "pfifo"))
+		"--down", "20mbit", "--up", "10mbit", "--script", script, "--qdisc", qdisc))
 	if err != nil {
 		t.Fatalf("sqm apply: %v\n%s", err, out)
 	}
 	return l
 }
 
-// ping sends n echo requests from the router to the peer and waits.
-func (l *shapedLink) ping(t *testing.T, n int) {
+// ping sends n echo requests from the router to the peer and waits;
+// extra are more ping options (-Q TOS).
+func (l *shapedLink) ping(t *testing.T, n int, extra ...string) {
 	t.Helper()
 	if _, err := exec.LookPath("ping"); err != nil {
 		t.Skip("ping not installed (iputils-ping)")
 	}
-	out, err := l.router.Output(exec.Command("ping", "-q", "-n", "-c", strconv.Itoa(n), "-i", "0.01", "-W", "2", "10.77.0.2"))
+	args := append([]string{"-q", "-n", "-c", strconv.Itoa(n), "-i", "0.01", "-W", "2"}, extra...)
+	out, err := l.router.Output(exec.Command("ping", append(args, "10.77.0.2")...))
 	if err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
@@ -134,7 +137,7 @@ func rootBytes(t *testing.T, conn *kernel.Conn, dev string) uint64 {
 // link: both directions' htb roots appear with the kernel's counters, and
 // promtool accepts the output.
 func TestStatusPromShapedLink(t *testing.T) {
-	l := newShapedLink(t)
+	l := newShapedLink(t, "simple", "pfifo")
 	l.ping(t, 20)
 	_, conn := l.kernelSource(t)
 	out, err := l.router.Output(sqmCmd("status", "--prom", "--state-dir", l.stateDir))
@@ -187,7 +190,7 @@ func TestPrometheusScrapes(t *testing.T) {
 	if err != nil {
 		t.Skip("prometheus not installed (Debian package prometheus; scripts/setup.sh installs it)")
 	}
-	l := newShapedLink(t)
+	l := newShapedLink(t, "simple", "pfifo")
 	src, conn := l.kernelSource(t)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
