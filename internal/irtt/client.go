@@ -62,7 +62,9 @@ func Open(ctx context.Context, conn *net.UDPConn, want Params, key []byte) (*Ses
 				if errors.As(err, &ne) && ne.Timeout() {
 					break
 				}
-				if errors.Is(err, syscall.ECONNREFUSED) {
+				// Linux reports an ICMP port unreachable as ECONNREFUSED,
+				// Windows as WSAECONNRESET.
+				if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
 					return nil, errors.New("irtt: no irtt server on that port (port unreachable)")
 				}
 				return nil, fmt.Errorf("irtt: read open reply: %w", err)
