@@ -832,6 +832,7 @@ func (c *client) result(plan []plannedPhase) *Result {
 		ph := Phase{Name: p.name, StartS: p.start.Seconds(), EndS: p.end.Seconds(),
 			Latency: collect("", func(q *plannedPhase) bool { return q == p })}
 		var db, ub int64
+		first, last := time.Duration(-1), time.Duration(0)
 		for _, st := range c.streams {
 			if st.startT >= p.start && st.startT < p.end {
 				if st.dir == DirDown {
@@ -839,9 +840,21 @@ func (c *client) result(plan []plannedPhase) *Result {
 				} else {
 					ub += st.total
 				}
+				if first < 0 || st.startT < first {
+					first = st.startT
+				}
+				last = max(last, st.endT)
 			}
 		}
+		// Goodput is over the time the streams were counted: from the first
+		// one open to the stop. The phase's length would charge the streams'
+		// setup to them (an iperf3 test's start waits for the previous test's
+		// results and the server's new listening socket: 0.7 s of a 4 s phase
+		// on a loaded machine) and ignore a late stop.
 		d := p.end - p.start
+		if first >= 0 && last > first {
+			d = last - first
+		}
 		ph.DownloadMbps = float64(db) * 8 / d.Seconds() / 1e6
 		ph.UploadMbps = float64(ub) * 8 / d.Seconds() / 1e6
 		if p.down > 0 {

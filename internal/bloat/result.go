@@ -45,10 +45,12 @@ type Result struct {
 	TotalS float64 `json:"total_s"`
 
 	// Goodput over the load phases, all streams of a direction summed,
-	// divided by the phase length: for downloads the bytes the client
-	// received during the phase (as iperf3's receiver counts), for uploads
-	// the bytes sent during the phase that reached the server (its count
-	// after FIN, capped by what had left the socket buffer).
+	// divided by the time they ran (first stream open to the phase's stop:
+	// the phase length less the streams' setup): for downloads the bytes
+	// the client received during the phase (as iperf3's receiver counts),
+	// for uploads the bytes sent during the phase that reached the server
+	// (its count after FIN, or an iperf3 server's results, capped by what
+	// had left the socket buffer).
 	DownloadMbps float64 `json:"download_mbps"`
 	UploadMbps   float64 `json:"upload_mbps"`
 	// Round-trip latency of all probe kinds pooled, idle (the lead before

@@ -105,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Test, error) {
 			return nil, fmt.Errorf("iperf3: %w", err)
 		}
 		select {
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
 			return nil, fmt.Errorf("iperf3: %w", err)
 		}
