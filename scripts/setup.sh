@@ -34,9 +34,11 @@
 #                      service on :9090; the tests do not use it)
 #   nginx              the independent HTTP/2+TLS responsiveness server the
 #                      rpm tests run `sqm test --rpm` against (internal/rpm)
+#   chromium           headless browser for internal/web's page tests
+#                      (driven with chromedp; a test-only dependency)
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx"
+pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium"
 
 missing=""
 for p in $pkgs; do
@@ -65,7 +67,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx; do
+for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # Ask the interpreter flent itself runs (its #! line), not whatever python3

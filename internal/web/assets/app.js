@@ -277,31 +277,30 @@ function svg(tag, attrs) {
   return e;
 }
 
-// lineGraph draws series (arrays of {t, v}) over the last HISTORY seconds
-// with a labelled maximum; the y scale starts at 0.
+// lineGraph draws series (arrays of {t, v}) over the last HISTORY seconds;
+// the y scale starts at 0. The SVG stretches to the card's width, so its
+// labels are HTML laid over it rather than SVG text, which would stretch.
 function lineGraph(series, colors, fmt) {
   const W = 600, H = 120, P = 4;
+  const wrap = el('div', { class: 'graph-wrap' });
   const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', class: 'graph', role: 'img' });
+  wrap.append(g);
   let tmax = 0, vmax = 0;
   for (const s of series) for (const p of s) { tmax = Math.max(tmax, p.t); vmax = Math.max(vmax, p.v); }
   if (!tmax) {
-    const tx = svg('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', fill: '#999', 'font-size': 14 });
-    tx.textContent = 'collecting…';
-    g.append(tx);
-    return g;
+    wrap.append(el('span', { class: 'graph-note', text: 'collecting…' }));
+    return wrap;
   }
+  wrap.append(el('span', { class: 'graph-max', text: fmt(vmax) }));
   vmax = vmax > 0 ? vmax * 1.1 : 1;
   const x = (t) => W - P - (tmax - t) / HISTORY * (W - 2 * P);
   const y = (v) => H - P - v / vmax * (H - 2 * P);
-  for (const f of [0.25, 0.5, 0.75]) g.append(svg('line', { x1: 0, x2: W, y1: y(vmax * f), y2: y(vmax * f), stroke: '#eceff3' }));
+  for (const f of [0.25, 0.5, 0.75]) g.append(svg('line', { x1: 0, x2: W, y1: y(vmax * f), y2: y(vmax * f), stroke: '#eceff3', 'vector-effect': 'non-scaling-stroke' }));
   series.forEach((s, i) => {
     if (s.length < 2) return;
     g.append(svg('polyline', { points: s.map((p) => x(p.t).toFixed(1) + ',' + y(p.v).toFixed(1)).join(' '), fill: 'none', stroke: colors[i % colors.length], 'stroke-width': 2, 'vector-effect': 'non-scaling-stroke' }));
   });
-  const lbl = svg('text', { x: 6, y: 14, fill: '#667085', 'font-size': 12 });
-  lbl.textContent = fmt(vmax / 1.1);
-  g.append(lbl);
-  return g;
+  return wrap;
 }
 
 function rateGraph(down, up) {
