@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
-	"sqm/internal/netns"
 	"sqm/internal/iperf3/iperf3test"
+	"sqm/internal/netns"
 )
 
 // iperf3Tolerance is how far (relative) sqm's goodput through an iperf3
