@@ -141,6 +141,11 @@ func (a *admission) admitSession(peer netip.Addr) string {
 	return ""
 }
 
+// holds reports whether peer's address key has a session.
+func (a *admission) holds(peer netip.Addr) bool {
+	return a.sessionsBy[addrKey(peer)] > 0
+}
+
 // endSession frees the slot admitSession took for peer.
 func (a *admission) endSession(peer netip.Addr) {
 	peer = peer.Unmap()

@@ -89,6 +89,10 @@ type Server struct {
 	sessions map[[tokenLen]byte]*session
 	adm      *admission
 	refused  map[string]int // refusals and closes by reason, since NewServer
+	// freed is closed (and replaced) whenever a session ends, waking
+	// handshakes waiting for their address's slot; waiting counts them.
+	freed   chan struct{}
+	waiting int
 }
 
 type session struct {
@@ -111,7 +115,7 @@ func NewServer(lim Limits, logf func(format string, args ...any)) *Server {
 	}
 	lim = lim.withDefaults()
 	return &Server{lim: lim, logf: logf, maxGrace: maxSessionGrace, logs: newLogLimiter(logf, defaultLogEvery),
-		sessions: map[[tokenLen]byte]*session{}, adm: newAdmission(lim), refused: map[string]int{}}
+		sessions: map[[tokenLen]byte]*session{}, adm: newAdmission(lim), refused: map[string]int{}, freed: make(chan struct{})}
 }
 
 // reject counts a refusal or close for reason and logs it through the
@@ -271,7 +275,8 @@ func (s *Server) handle(ctx context.Context, c net.Conn, tk *ticket) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.SetDeadline(time.Now().Add(s.lim.HandshakeTimeout))
+	handshakeEnd := time.Now().Add(s.lim.HandshakeTimeout)
+	c.SetDeadline(handshakeEnd)
 	m, err := readMessage(c)
 	if err != nil {
 		var ne net.Error
@@ -290,7 +295,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, tk *ticket) {
 	}
 	switch m.Type {
 	case msgHello:
-		s.control(ctx, c, m, done)
+		s.control(ctx, c, m, done, handshakeEnd)
 	case msgStream:
 		s.stream(c, m, done)
 	default:
@@ -302,10 +307,12 @@ func (s *Server) handle(ctx context.Context, c net.Conn, tk *ticket) {
 func (s *Server) refuse(c net.Conn, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.reject(c.RemoteAddr(), reason, "refused: %s", msg)
+	// The handshake's deadline may have passed while waiting for a slot.
+	c.SetWriteDeadline(time.Now().Add(time.Second))
 	writeMessage(c, &message{Type: msgError, Error: msg})
 }
 
-func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handshakeDone func()) {
+func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handshakeDone func(), handshakeEnd time.Time) {
 	if hello.Version != ProtocolVersion {
 		s.refuse(c, "wrong version", "protocol version %d not supported; this server speaks version %d (update sqm on one side)", hello.Version, ProtocolVersion)
 		return
@@ -337,15 +344,8 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 		s.refuse(c, "over limits", "%d streams exceed this server's limit of %d per client; use fewer --streams", hello.Streams, s.lim.MaxStreams)
 		return
 	}
-	var tok [tokenLen]byte
-	rand.Read(tok[:])
-	grace := grantGrace(time.Duration(hello.GraceMs)*time.Millisecond, s.maxGrace)
-	sctx, cancel := context.WithTimeout(ctx, d+grace)
-	defer cancel()
-	sess := &session{peer: peerAddr(c.RemoteAddr()), deadline: time.Now().Add(d + grace), ctx: sctx, cancel: cancel}
-	s.mu.Lock()
-	if why := s.adm.admitSession(sess.peer); why != "" {
-		s.mu.Unlock()
+	peer := peerAddr(c.RemoteAddr())
+	if why := s.admitSession(ctx, peer, handshakeEnd); why != "" {
 		if why == refusedSessionsPerAddr {
 			s.refuse(c, why, "server busy: your address already has %d test(s) running, this server's limit per address (per /64 for IPv6); try again when it ends", s.lim.MaxClientsPerAddr)
 		} else {
@@ -353,12 +353,21 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 		}
 		return
 	}
+	var tok [tokenLen]byte
+	rand.Read(tok[:])
+	grace := grantGrace(time.Duration(hello.GraceMs)*time.Millisecond, s.maxGrace)
+	sctx, cancel := context.WithTimeout(ctx, d+grace)
+	defer cancel()
+	sess := &session{peer: peer, deadline: time.Now().Add(d + grace), ctx: sctx, cancel: cancel}
+	s.mu.Lock()
 	s.sessions[tok] = sess
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.sessions, tok)
 		s.adm.endSession(sess.peer)
+		close(s.freed)
+		s.freed = make(chan struct{})
 		s.mu.Unlock()
 	}()
 	err = writeMessage(c, &message{Type: msgWelcome, Version: ProtocolVersion, Token: tok[:],
@@ -389,6 +398,37 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 		s.reject(c.RemoteAddr(), "bad session", "closing: unexpected data on the control connection")
 	default:
 		sessLog("sessions ended from", "session ended after %v", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// admitSession takes a session slot for peer. When the address's own
+// sessions stand in the way (its limit, or the server's if it holds one)
+// it waits, until the handshake's end, for one of them to end: a client that starts its next test right after the last one (the
+// lab does, before and after shaping) must not be refused only because the
+// server has not yet noticed the last control connection close.
+func (s *Server) admitSession(ctx context.Context, peer netip.Addr, until time.Time) string {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		why := s.adm.admitSession(peer)
+		if why == "" || !s.adm.holds(peer) {
+			return why
+		}
+		freed := s.freed
+		s.waiting++
+		s.mu.Unlock()
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		s.waiting--
+		if time.Now().After(until) || ctx.Err() != nil {
+			return s.adm.admitSession(peer)
+		}
 	}
 }
 

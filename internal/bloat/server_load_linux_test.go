@@ -133,7 +133,9 @@ func (f *flood) run(t *testing.T, x *netns.NS, addr string, started chan<- struc
 			}()
 		}
 		// Two attempts at holding sessions: one slot is the attacker's
-		// share, the second must be refused.
+		// share; the second waits out its handshake for a slot of its
+		// address and is refused.
+		var sessErr atomic.Value
 		for range 2 {
 			c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
 			if err != nil {
@@ -142,21 +144,31 @@ func (f *flood) run(t *testing.T, x *netns.NS, addr string, started chan<- struc
 			connsMu.Lock()
 			conns = append(conns, c)
 			connsMu.Unlock()
-			writeMessage(c, &message{Type: msgHello, Version: ProtocolVersion, DurationMs: 60000})
-			if m, err := readMessage(c); err != nil || m.Type != msgChallenge {
-				return fmt.Errorf("attacker session: challenge %+v, %v", m, err)
-			}
-			writeMessage(c, &message{Type: msgAuth})
-			m, err := readMessage(c)
-			switch {
-			case err != nil:
-				return fmt.Errorf("attacker session: %v", err)
-			case m.Type == msgWelcome:
-				f.sessions.Add(1)
-			default:
-				f.sessionsRefused.Add(1)
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				writeMessage(c, &message{Type: msgHello, Version: ProtocolVersion, DurationMs: 60000})
+				if m, err := readMessage(c); err != nil || m.Type != msgChallenge {
+					sessErr.Store(fmt.Errorf("attacker session: challenge %+v, %v", m, err))
+					return
+				}
+				writeMessage(c, &message{Type: msgAuth})
+				m, err := readMessage(c)
+				switch {
+				case err != nil:
+					sessErr.Store(fmt.Errorf("attacker session: %v", err))
+				case m.Type == msgWelcome:
+					f.sessions.Add(1)
+				default:
+					f.sessionsRefused.Add(1)
+				}
+			}()
 		}
+		defer func() {
+			if err, _ := sessErr.Load().(error); err != nil {
+				t.Error(err)
+			}
+		}()
 		for slot := range floodIdle + floodPartial {
 			dial(slot)
 		}
