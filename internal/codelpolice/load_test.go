@@ -17,6 +17,17 @@ func testParams() *plan.CodelPolice {
 // combination of modes, and closing it unloads it (maps included).
 func TestLoadHostKernel(t *testing.T) {
 	testutil.RequireRoot(t)
+	checkLoads(t)
+}
+
+// TestVMLoad is TestLoadHostKernel on the VM's kernel (Debian 12's 6.1),
+// whose verifier is older than the host's.
+func TestVMLoad(t *testing.T) {
+	testutil.RequireVM(t)
+	checkLoads(t)
+}
+
+func checkLoads(t *testing.T) {
 	for _, l2 := range []int{14, 0} {
 		for _, flows := range []bool{true, false} {
 			p := testParams()

@@ -438,6 +438,17 @@ func warm(t *testing.T, l *link, flows ...*flow) {
 // run.check); with IPv6 on, the few ICMPv6 packets of neighbour discovery
 // may take a signal too, which the checks allow for.
 func TestSignalsHostKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	signals(t)
+}
+
+// TestVMSignals is TestSignalsHostKernel on the VM's kernel (6.1).
+func TestVMSignals(t *testing.T) {
+	testutil.RequireVM(t)
+	signals(t)
+}
+
+func signals(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		v6    bool
