@@ -221,8 +221,12 @@ func flood(t *testing.T, ctx context.Context, p *nsPair) {
 	go func() {
 		defer wg.Done()
 		b := make([]byte, floodBytes)
-		// 1.5 x the rate, in 2 ms ticks.
-		perTick := int(math.Ceil(1.5 * irttRateMbit * 1e6 / 8 / floodBytes / 500))
+		// 1.5 x the rate on average: each tick sends what is due since the
+		// start, so a sender delayed by a busy machine catches up at once
+		// instead of letting the queue drain.
+		rate := 1.5 * irttRateMbit * 1e6 / 8 / floodBytes // datagrams/s
+		start := time.Now()
+		sent := 0
 		tk := time.NewTicker(2 * time.Millisecond)
 		defer tk.Stop()
 		for {
@@ -231,7 +235,8 @@ func flood(t *testing.T, ctx context.Context, p *nsPair) {
 				return
 			case <-tk.C:
 			}
-			for range perTick {
+			due := int(time.Since(start).Seconds() * rate)
+			for ; sent < due; sent++ {
 				src.Write(b)
 			}
 		}
