@@ -145,8 +145,10 @@ func TestNetnsIRTT(t *testing.T) {
 			t.Errorf("median RTT through irtt %.2f ms vs %s %.2f ms: %.2f ms apart, tolerance %.0f", udp.Idle.MedianMs, name, ref, d, irttTolerance)
 		}
 	}
-	if udp.Idle.Count < udp.Idle.Sent*8/10 {
-		t.Errorf("%d of %d irtt probes answered; the full queue drops some, but not most", udp.Idle.Count, udp.Idle.Sent)
+	// The full bfifo drops a probe whenever the flood has just topped it
+	// up (3-18 % of them in runs here); a reply matching bug loses far more.
+	if udp.Idle.Count < udp.Idle.Sent/2 {
+		t.Errorf("%d of %d irtt probes answered; the full queue drops some, but not half", udp.Idle.Count, udp.Idle.Sent)
 	}
 	if udp.ClocksSynced == nil || !*udp.ClocksSynced {
 		t.Errorf("clocks_synced %v: both ends read this host's clock", udp.ClocksSynced)
