@@ -180,6 +180,29 @@ func TestStatusPromShapedLink(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || !bytes.Contains(b, []byte(`sqm_queue_shaping{interface="wan0",direction="egress"} 1`)) {
 		t.Errorf("textfile: %v\n%s", err, b)
 	}
+	// --prom-interval keeps rewriting the file until SIGTERM, then exits 0.
+	os.Remove(file)
+	loop := sqmCmd("status", "--prom-file", file, "--prom-interval", "100ms", "--state-dir", l.stateDir)
+	var logs bytes.Buffer
+	loop.Stdout, loop.Stderr = &logs, &logs
+	if err := l.router.Start(loop); err != nil {
+		t.Fatal(err)
+	}
+	rewrites := 0
+	var last time.Time
+	for deadline := time.Now().Add(30 * time.Second); rewrites < 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(file); err == nil && fi.ModTime() != last {
+			last = fi.ModTime()
+			rewrites++
+		}
+	}
+	loop.Process.Signal(syscall.SIGTERM)
+	if err := loop.Wait(); err != nil {
+		t.Errorf("status --prom-interval after SIGTERM: %v\n%s", err, logs.String())
+	}
+	if rewrites < 3 {
+		t.Errorf("--prom-interval 100ms: the file was written %d times", rewrites)
+	}
 }
 
 // TestPrometheusScrapes has Debian's Prometheus server scrape the handler
