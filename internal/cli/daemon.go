@@ -104,6 +104,15 @@ Example:
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
 				return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 			}
+			// The page's address and logins are checked, and its port
+			// bound, before anything touches the kernel.
+			page, err := prepareWeb(fs, configSource(fs))
+			if err != nil {
+				return err
+			}
+			if page != nil {
+				defer page.close()
+			}
 			logs := newSectionLogs(env.Stderr, level)
 			defer logs.close()
 			log := logs.logger()
@@ -174,10 +183,8 @@ Example:
 				StopOnExit: flagBool(fs, "stop-on-exit"),
 				Log:        log,
 			}
-			if flagString(fs, "http") != "" {
-				if err := startWeb(ctx, fs, d, reqs, log); err != nil {
-					return err
-				}
+			if page != nil {
+				page.start(ctx, d, reqs, log)
 			}
 			if err := d.Run(ctx); err != nil {
 				return fmt.Errorf("daemon: %w", err)

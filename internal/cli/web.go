@@ -30,9 +30,9 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("test-server", "", "the 'sqm server' the page's bufferbloat test uses by default (host[:port])")
 }
 
-// webQueue is one device on the page: the status document's entry plus
-// what the kernel and the daemon say about it beyond the tree.
-type webPage struct {
+// webStatusDoc is the page's status: `sqm status --json`'s document plus
+// what the kernel and the daemon say about each device beyond the tree.
+type webStatusDoc struct {
 	statusDoc
 	// Links says, per device, whether it exists and is up (IFF_UP) and
 	// running (carrier).
@@ -49,42 +49,68 @@ type webLink struct {
 	Running bool `json:"running"`
 }
 
-// startWeb listens on --http (after refusing WAN addresses) and serves the
-// page until ctx ends. The daemon's loop applies changes through reqs.
-func startWeb(ctx context.Context, fs *flag.FlagSet, d *service.Daemon, reqs chan<- service.Request, log *slog.Logger) error {
+// webPage is the page, checked and listening, waiting for the daemon.
+type webPage struct {
+	fs    *flag.FlagSet
+	cfg   string
+	users *web.Users
+	ln    net.Listener
+	conn  *kernel.Conn
+}
+
+// prepareWeb checks --http (refusing the wildcard and the shaped
+// interfaces' addresses), loads the logins and binds the port, so that a
+// mistake stops the daemon before it changes anything. nil without --http.
+func prepareWeb(fs *flag.FlagSet, cfgPath string) (*webPage, error) {
+	if flagString(fs, "http") == "" {
+		return nil, nil
+	}
 	addr, err := web.ResolveListen(flagString(fs, "http"))
 	if err != nil {
-		return usageError("--http: %v", err)
-	}
-	qs, err := config.LoadQueues(d.ConfigPath)
-	if err != nil {
-		return err
+		return nil, usageError("--http: %v", err)
 	}
 	var wan []string
-	for _, q := range qs {
-		wan = append(wan, q.Interface)
-	}
+	if qs, err := config.LoadQueues(cfgPath); err == nil {
+		for _, q := range qs {
+			wan = append(wan, q.Interface)
+		}
+	} // a config that does not load is the daemon's own error to report
 	if err := web.CheckListen(addr, wan, ifaceAddrs); err != nil {
-		return usageError("--http: %v", err)
+		return nil, usageError("--http: %v", err)
 	}
 	users, err := web.LoadUsers(flagString(fs, "http-users"))
 	if err != nil {
-		return fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
-	}
-	conn, err := kernel.Open()
-	if err != nil {
-		return err
+		return nil, fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		conn.Close()
-		return fmt.Errorf("--http: %w", err)
+		return nil, fmt.Errorf("--http: %w", err)
 	}
+	return &webPage{fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
+}
+
+// close releases the port if start never ran.
+func (p *webPage) close() {
+	if p.conn == nil {
+		p.ln.Close()
+	}
+}
+
+// start serves the page until ctx ends. The daemon's loop applies the
+// page's changes through reqs. A page that cannot read the kernel is
+// logged; the shaping goes on without it.
+func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- service.Request, log *slog.Logger) {
+	conn, err := kernel.Open()
+	if err != nil {
+		log.Error("web page not started", "err", err)
+		return
+	}
+	p.conn = conn
 	var connMu sync.Mutex
 	srv := &web.Server{
 		ConfigPath: d.ConfigPath,
-		Users:      users,
-		TestServer: flagString(fs, "test-server"),
+		Users:      p.users,
+		TestServer: flagString(p.fs, "test-server"),
 		Log:        log,
 		Status: func(ctx context.Context) (any, error) {
 			connMu.Lock()
@@ -112,20 +138,19 @@ func startWeb(ctx context.Context, fs *flag.FlagSet, d *service.Daemon, reqs cha
 			Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
 		}),
 	}
-	log.Info("web page listening", "addr", ln.Addr().String())
+	log.Info("web page listening", "addr", p.ln.Addr().String())
 	go func() {
 		defer conn.Close()
-		if err := srv.Serve(ctx, ln); err != nil {
+		if err := srv.Serve(ctx, p.ln); err != nil {
 			log.Error("web page stopped", "err", err)
 		}
 	}()
-	return nil
 }
 
-func webStatus(conn *kernel.Conn, d *service.Daemon) (*webPage, error) {
+func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
 	states, serr := d.Svc.Store.All()
 	rep := statusReport(conn, states, nil, time.Now())
-	page := &webPage{statusDoc: statusJSON(rep, d.Svc.Store.Dir), Links: map[string]webLink{}, Last: map[string]string{}}
+	page := &webStatusDoc{statusDoc: statusJSON(rep, d.Svc.Store.Dir), Links: map[string]webLink{}, Last: map[string]string{}}
 	for _, dev := range page.Devices {
 		l := webLink{}
 		if ifi, err := net.InterfaceByName(dev.Device); err == nil {

@@ -19,6 +19,15 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("test-server", "", "not in this build (built with -tags sqm_noweb)")
 }
 
-func startWeb(context.Context, *flag.FlagSet, *service.Daemon, chan<- service.Request, *slog.Logger) error {
-	return usageError("--http: this sqm was built without the web page (-tags sqm_noweb)")
+type webPage struct{}
+
+func prepareWeb(fs *flag.FlagSet, _ string) (*webPage, error) {
+	if flagString(fs, "http") != "" {
+		return nil, usageError("--http: this sqm was built without the web page (-tags sqm_noweb)")
+	}
+	return nil, nil
 }
+
+func (*webPage) close() {}
+
+func (*webPage) start(context.Context, *service.Daemon, chan<- service.Request, *slog.Logger) {}

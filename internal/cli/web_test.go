@@ -1,0 +1,53 @@
+//go:build linux && !sqm_noweb
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDaemonHTTPRefused checks that a page address that would face the
+// internet, or a page nobody can log in to, stops the daemon before it
+// changes anything (the config names an interface that does not exist, so
+// nothing could be applied anyway; the state directory stays empty).
+func TestDaemonHTTPRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sqm")
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("admin pbkdf2-sha256$1000$AAAAAAAAAAA$"+strings.Repeat("A", 43)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const queue = "config queue 'wan'\n\toption enabled '1'\n\toption interface 'sqmnone0'\n\toption script 'simplest.qos'\n"
+	for _, tc := range []struct {
+		name, daemonSection string
+		args                []string
+		want                string
+	}{
+		{"wildcard", "", []string{"--http", "0.0.0.0:8480", "--http-users", users}, "every address"},
+		{"wildcard from the config", "config sqm 'daemon'\n\toption http '[::]:8480'\n", []string{"--http-users", users}, "every address"},
+		{"host name", "", []string{"--http", "router.lan:8480", "--http-users", users}, "not a host name"},
+		{"no port", "", []string{"--http", "192.168.1.1", "--http-users", users}, "has no port"},
+		{"no users file", "", []string{"--http", "8480", "--http-users", filepath.Join(dir, "missing")}, "sqm passwd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(cfg, []byte(queue+tc.daemonSection), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(t.TempDir(), "run")
+			var o, e bytes.Buffer
+			args := append([]string{"daemon", "--config", cfg, "--state-dir", state}, tc.args...)
+			code := Run(context.Background(), args, &o, &e)
+			if code == 0 || !strings.Contains(e.String(), tc.want) {
+				t.Fatalf("exit %d, stderr %q; want non-zero and %q", code, e.String(), tc.want)
+			}
+			if ents, _ := os.ReadDir(state); len(ents) > 0 {
+				t.Errorf("state written before the refusal: %v", ents)
+			}
+		})
+	}
+}
