@@ -116,6 +116,12 @@ type Probe struct {
 	TCPMs  float64 `json:"tcp_ms,omitempty"`
 	TLSMs  float64 `json:"tls_ms,omitempty"` // per TLS round trip
 	HTTPMs float64 `json:"http_ms,omitempty"`
+	// WaitMs is the part of HTTPMs the request spent in this client
+	// before its headers were written: on an upload connection Go's HTTP/2
+	// transport holds a new request while it writes the body's frames
+	// into a socket that is full. It counts, since the draft times a self
+	// probe from when it is issued, but it is the client's own share.
+	WaitMs float64 `json:"wait_ms,omitempty"`
 	Err    string  `json:"error,omitempty"`
 }
 
@@ -399,8 +405,8 @@ func (c *client) foreign(ctx context.Context, phase string) Probe {
 	}
 	defer cc.Close()
 	p.TCPMs, p.TLSMs = ms(ct.tcp), ms(ct.tls)
-	d, err := c.get(ctx, cc, c.small)
-	p.HTTPMs, p.EndS = ms(d), c.since(time.Now())
+	d, w, err := c.get(ctx, cc, c.small)
+	p.HTTPMs, p.WaitMs, p.EndS = ms(d), ms(w), c.since(time.Now())
 	if err != nil {
 		p.Err = err.Error()
 	}
@@ -408,17 +414,14 @@ func (c *client) foreign(ctx context.Context, phase string) Probe {
 }
 
 // get fetches u on cc and reads the whole body, returning the time from
-// sending the request to the last byte.
-func (c *client) get(ctx context.Context, cc *http.ClientConn, u *url.URL) (time.Duration, error) {
+// issuing the request to its last byte, and how much of it the request
+// waited in the client before its headers were written.
+func (c *client) get(ctx context.Context, cc *http.ClientConn, u *url.URL) (time.Duration, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	req.Header.Set("Accept-Encoding", "identity")
-	// Time from the request's headers leaving, not from the call: on a
-	// new connection Go's HTTP/2 client first waits for the server's
-	// SETTINGS, a round trip that is not the request's (browsers send at
-	// once), and that would count the handshake twice.
 	t := time.Now()
 	var wrote time.Time
 	var wmu sync.Mutex
@@ -429,23 +432,25 @@ func (c *client) get(ctx context.Context, cc *http.ClientConn, u *url.URL) (time
 	}}))
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
+	end := time.Now()
+	var wait time.Duration
 	wmu.Lock()
 	if !wrote.IsZero() {
-		t = wrote
+		wait = wrote.Sub(t)
 	}
 	wmu.Unlock()
-	d := time.Since(t)
+	d := end.Sub(t)
 	if err == nil && resp.StatusCode != http.StatusOK {
 		err = fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
 	if err == nil && resp.ProtoMajor != 2 {
 		err = fmt.Errorf("GET %s: answered in %s, not HTTP/2", u, resp.Proto)
 	}
-	return d, err
+	return d, wait, err
 }
 
 // loadConn is one load-generating connection.
@@ -567,8 +572,8 @@ func (c *client) self(ctx context.Context, lc *loadConn) Probe {
 	defer cancel()
 	t := time.Now()
 	p := Probe{Kind: "self", Phase: "loaded", Load: lc.dir, StartS: c.since(t)}
-	d, err := c.get(ctx, lc.cc, c.small)
-	p.HTTPMs, p.EndS = ms(d), c.since(time.Now())
+	d, w, err := c.get(ctx, lc.cc, c.small)
+	p.HTTPMs, p.WaitMs, p.EndS = ms(d), ms(w), c.since(time.Now())
 	if err != nil {
 		p.Err = err.Error()
 	}

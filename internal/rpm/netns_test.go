@@ -351,28 +351,32 @@ func median(v []float64) float64 {
 //   - The TCP handshake and each TLS round trip of a foreign probe are one
 //     round trip through the same two FIFOs ping crosses, with nothing
 //     queued ahead of them in the sender (a new connection): their medians
-//     must be within 25 % of ping's. (Medians, because under tail drop a
-//     few SYNs are lost and wait a 1 s retransmission; the draft's trimmed
-//     mean drops only the top 5 %.) The 25 % covers the sawtooth of the
-//     queue between samples and scheduling on a busy 2-core machine.
+//     must be within 35 % of ping's (measured: 0.90-1.25). Medians,
+//     because under tail drop a few SYNs are lost and wait a 1 s
+//     retransmission, which the draft's trimmed mean (top 5 % dropped)
+//     keeps. The 35 % covers two different sample sets of a queue that
+//     saws between partly and fully occupied, and a busy 2-core machine.
 //   - The HTTP request on a new connection is one round trip plus what the
-//     server does for a fresh HTTP/2 connection: measured 1.2-1.7 round
-//     trips; it must lie within 0.75-2.5.
+//     server does with a fresh HTTP/2 connection: measured 1.44-1.88 round
+//     trips with either server; it must lie within 0.75-2.5.
 //   - A self probe is multiplexed on a loaded connection, so it also waits
 //     behind what that connection's sender has committed and not sent,
-//     drained at the connection's share of the link (measured: 3-6 times
-//     ping's RTT with 4-8 connections a direction). It can never beat the
+//     drained at the connection's share of the link (measured: 3.5-10
+//     times ping's RTT with 4-8 connections a direction; on upload
+//     connections part of it is Go's HTTP/2 client holding the request
+//     behind the body's frames, see Probe.WaitMs). It can never beat the
 //     queue: its median must be at least 0.75 of ping's.
 //   - The RPM is then bounded by the draft's formula, RPM = (F + S) / 2
 //     with F = 60000 / mean(tcp, tls, http) and S = 60000 / http_l: no part
-//     faster than a round trip gives RPM <= 60000/ping (1.25 for noise);
-//     F >= 60000 / ((1.25 + 1.25 + 2.5) / 3 * ping) = 0.6 * 60000/ping and
-//     S > 0 give RPM > 0.3 * 60000/ping. A client that measured idle
-//     latency (RPM in the tens of thousands here), timed in the wrong unit
-//     or left the queue out fails by far.
+//     faster than 0.65 round trips gives RPM <= 60000/ping / 0.65, held at
+//     1.25 (nothing measured exceeds 1); F >= 60000 / ((1.35 + 1.35 + 2.5)
+//     / 3 * ping) = 0.58 * 60000/ping and S > 0 give RPM >= 0.28 *
+//     60000/ping. A client that measured idle latency (RPM in the tens of
+//     thousands here), timed in the wrong unit or left the queue out fails
+//     by far.
 const (
-	handshakeTol = 0.25
-	rpmLow       = 0.3
+	handshakeTol = 0.35
+	rpmLow       = 0.28
 	rpmHigh      = 1.25
 )
 
@@ -417,6 +421,7 @@ func runRPM(t *testing.T, l *link, args ...string) *rpm.Result {
 		res.RPM, res.RPM/ref, res.Protocol, a.ForeignRPM, a.TCPMs, a.TLSMs, a.HTTPForeignMs, a.SelfRPM, a.HTTPSelfMs, a.Foreign, a.Self,
 		ping, len(rtts), ref, median(tcp)/ping, median(tls)/ping, median(httpF)/ping, median(httpL)/ping,
 		res.IdleRPM, res.DownloadMbps, res.UploadMbps, res.GoodputConfidence, res.ResponsivenessConfidence)
+	logWaits(t, &res)
 	if len(tcp) < 10 || len(httpL) < 10 {
 		t.Fatalf("only %d foreign and %d self probes in the window", len(tcp), len(httpL))
 	}
@@ -466,5 +471,22 @@ func TestRPMSQMServer(t *testing.T) {
 	}
 	if !strings.HasPrefix(res.Protocol, "HTTP/2, TLS 1.3") {
 		t.Errorf("protocol %q", res.Protocol)
+	}
+}
+
+// logWaits logs, per probe kind and load direction, the median time a
+// request waited in the client and its median HTTP time, to show where a
+// slow self probe spent its time.
+func logWaits(t *testing.T, res *rpm.Result) {
+	by := map[string][]float64{}
+	for _, p := range res.Probes {
+		if p.Phase == "loaded" && p.Err == "" {
+			k := p.Kind + "/" + p.Load
+			by[k] = append(by[k], p.WaitMs)
+			by[k+" http"] = append(by[k+" http"], p.HTTPMs)
+		}
+	}
+	for k, v := range by {
+		t.Logf("%s: median %.1f ms (%d)", k, median(v), len(v))
 	}
 }
