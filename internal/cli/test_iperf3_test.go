@@ -77,12 +77,13 @@ func TestTestIPerf3(t *testing.T) {
 		t.Errorf("%d streams, download %v, upload %v Mbit/s; want 4 streams and goodput both ways", len(res.Streams), res.Down, res.Up)
 	}
 
-	hold, err := iperf3.Start(context.Background(), iperf3.Config{Direction: iperf3.Download, Streams: 1, Duration: 5 * time.Second,
+	cfg := iperf3.Config{Direction: iperf3.Download, Streams: 1, Duration: 5 * time.Second,
 		Settle: 2 * time.Second,
 		Dial: func(ctx context.Context, _ int, _ bool) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		}})
+		}}
+	hold, err := iperf3.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +95,23 @@ func TestTestIPerf3(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "server busy") || !strings.Contains(errb.String(), "download phase") {
 		t.Errorf("while another test runs: exit %d, stderr %q; want 1 and a busy server in the download phase", code, errb.String())
 	}
+	if _, err := hold.End(context.Background(), time.Second, []int64{0}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Interrupted during the download phase, the run lets go of the server:
+	// a control connection left open (a leak) would keep it busy for the
+	// test's time plus its 40 s grace.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(800*time.Millisecond, cancel)
+	errb.Reset()
+	code = run(ctx, &Env{Stdout: &out, Stderr: &errb, Getenv: os.Getenv}, args)
+	if code == 0 || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("interrupted run: exit %d, stderr %q", code, errb.String())
+	}
+	next, err := iperf3.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("the server is not free after an interrupted run: %v", err)
+	}
+	next.Close()
 }
