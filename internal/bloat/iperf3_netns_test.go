@@ -22,7 +22,7 @@ import (
 // server may be from iperf3's own client on the same shaped link, run just
 // after it. Both are limited by the same htb at 20 Mbit/s and count what
 // the receiver got over the time the streams ran; they differ in when that
-// time starts and stops and in the run itself. Over 18 runs on this
+// time starts and stops and in the run itself. Over 13 runs on this
 // machine (2 cores shared with other work, load average 13-21) the
 // difference was within +-1 % in most runs, with outliers of -5.9 % and
 // +3.9 % (speedtest download) when one of the two runs was starved of CPU.
