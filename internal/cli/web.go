@@ -13,12 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/features"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
 	"sqm/internal/service"
+	"sqm/internal/stats"
 	"sqm/internal/web"
 )
 
@@ -134,10 +136,11 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 			return outs, res.Err
 		},
 		Qdiscs: availableQdiscs,
-		Metrics: metricshttp.Handler(&metrics.KernelSource{
-			Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
-		}),
 	}
+	srv.Metrics = metricshttp.Handler(&metrics.KernelSource{
+		Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
+		LastTest: func() *metrics.TestResult { return testMetric(srv.LastResult()) },
+	})
 	log.Info("web page listening", "addr", p.ln.Addr().String())
 	go func() {
 		defer conn.Close()
@@ -210,4 +213,20 @@ func (l lockedStatus) Status(devices ...string) ([]kernel.DeviceStatus, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conn.Status(devices...)
+}
+
+// testMetric is the headline of a page-run test in the metrics' base units.
+func testMetric(r *bloat.Result) *metrics.TestResult {
+	if r == nil {
+		return nil
+	}
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	lat := func(s stats.Summary) metrics.Latency {
+		return metrics.Latency{Median: ms(s.MedianMs), P90: ms(s.P90Ms), LossRatio: s.LossPct / 100}
+	}
+	return &metrics.TestResult{
+		Mode: string(r.Mode), Server: r.Server, Grade: r.Grade, RPMBand: r.RPMBand, Start: r.Start,
+		DownloadBytesPerSecond: r.DownloadMbps * 1e6 / 8, UploadBytesPerSecond: r.UploadMbps * 1e6 / 8,
+		Idle: lat(r.Idle), Loaded: lat(r.Loaded), Induced: ms(r.InducedMs), RPM: r.RPM,
+	}
 }

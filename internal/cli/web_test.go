@@ -9,6 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/metrics"
+	"sqm/internal/stats"
 )
 
 // TestDaemonHTTPRefused checks that a page address that would face the
@@ -49,5 +54,23 @@ func TestDaemonHTTPRefused(t *testing.T) {
 				t.Errorf("state written before the refusal: %v", ents)
 			}
 		})
+	}
+}
+
+func TestTestMetric(t *testing.T) {
+	if testMetric(nil) != nil {
+		t.Error("no test: want nil")
+	}
+	r := &bloat.Result{Mode: bloat.ModeRRUL, Server: "192.0.2.7:12866", Grade: "A", RPMBand: "Good", RPM: 2400,
+		DownloadMbps: 80, UploadMbps: 8, InducedMs: 2.5,
+		Idle:   stats.Summary{MedianMs: 20, P90Ms: 21},
+		Loaded: stats.Summary{MedianMs: 22.5, P90Ms: 30, LossPct: 1.5}}
+	got := testMetric(r)
+	want := metrics.TestResult{Mode: "rrul", Server: "192.0.2.7:12866", Grade: "A", RPMBand: "Good", RPM: 2400,
+		DownloadBytesPerSecond: 1e7, UploadBytesPerSecond: 1e6, Induced: 2500 * time.Microsecond,
+		Idle:   metrics.Latency{Median: 20 * time.Millisecond, P90: 21 * time.Millisecond},
+		Loaded: metrics.Latency{Median: 22500 * time.Microsecond, P90: 30 * time.Millisecond, LossRatio: 0.015}}
+	if *got != want {
+		t.Errorf("got  %+v\nwant %+v", *got, want)
 	}
 }

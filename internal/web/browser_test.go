@@ -328,6 +328,19 @@ func TestBrowser(t *testing.T) {
 	if !moved {
 		t.Errorf("the packet counter stayed at %s while the test ran", before)
 	}
+	// /metrics (no login, like node_exporter) has the shaped queue and
+	// the page's test.
+	res, err := anon.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`sqm_queue_dropped_packets_total{`, `interface="wan0"`, `sqm_test_info{`, `grade="` + grade + `"`} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, prom)
+		}
+	}
 	waitTrue("the plot loads", `document.getElementById('t-plot').complete && document.getElementById('t-plot').naturalWidth > 0`, 10*time.Second)
 	shot(ctx, t, shots, "after-test-desktop")
 	do("phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))

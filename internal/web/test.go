@@ -205,3 +205,11 @@ func (s *Server) testPlot(w http.ResponseWriter, r *http.Request, _ *session) {
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	w.Write(svg)
 }
+
+// LastResult is the last finished test run from the page (nil: none yet),
+// for the daemon's /metrics.
+func (s *Server) LastResult() *bloat.Result {
+	s.test.mu.Lock()
+	defer s.test.mu.Unlock()
+	return s.test.result
+}
