@@ -39,7 +39,7 @@ const (
 // TestHelpForEveryRecipe asks for a real text.
 var help = map[string]string{
 	"simplest": "One htb shaper per direction with a single instance of the chosen qdisc (fq_codel by default) under it; " +
-		"no priority classes. The least CPU of the htb recipes.",
+		"no priority classes. The least CPU of the htb recipes. With cake as the qdisc, cake alone shapes (one tin).",
 	"simple": "htb shaper with three priority classes per direction chosen by the DSCP mark " +
 		"(tc filters, no iptables), each with the chosen qdisc (fq_codel by default).",
 	"simplest_tbf": "Like simplest, but with a tbf shaper instead of htb: for kernels or CPUs where htb is costly.",
