@@ -82,6 +82,13 @@ func parseObject(b []byte) (*object, error) {
 	if f.Machine != elf.EM_BPF || f.Class != elf.ELFCLASS64 {
 		return nil, fmt.Errorf("codel_police object: not a 64-bit BPF object (machine %v, class %v)", f.Machine, f.Class)
 	}
+	// debug/elf allocates what a section header claims before reading
+	// it: refuse claims the object cannot hold.
+	for _, sec := range f.Sections {
+		if sec.Type != elf.SHT_NOBITS && (sec.Offset > uint64(len(b)) || sec.Size > uint64(len(b))-sec.Offset) {
+			return nil, fmt.Errorf("codel_police object: section %q (%d bytes at %d) lies outside the %d-byte object", sec.Name, sec.Size, sec.Offset, len(b))
+		}
+	}
 	o := &object{order: f.ByteOrder}
 	var progIdx, mapsIdx = -1, -1
 	for i, s := range f.Sections {
