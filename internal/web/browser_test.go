@@ -280,6 +280,27 @@ func TestBrowser(t *testing.T) {
 	if out := ingress(); !strings.Contains(out, "rate 30Mbit") {
 		t.Errorf("kernel after the change:\n%s", out)
 	}
+	// A change the kernel refuses (cake: this kernel has none; the form
+	// lists only what the kernel offers, so the choice is injected as a
+	// stale list would offer it): the error is shown, the old file is put
+	// back and the old tree stays.
+	do("a change the kernel refuses",
+		jsDo(`(() => { const s = document.querySelector('form[data-section="wan"] [data-opt="qdisc"]'); s.append(new Option('cake', 'cake')); return true; })()`),
+		setv(form+` [data-opt="qdisc"]`, "cake"),
+		chromedp.Click(chromedp.CSS(form+` button[type="submit"]`)),
+		visible(form+` [data-form-err]`))
+	if e := text(form + " [data-form-err]"); !strings.Contains(e, "not applied") || !strings.Contains(e, "previous settings were restored") {
+		t.Errorf("refused change: %q", e)
+	}
+	shot(ctx, t, shots, "refused-change-desktop")
+	if b, _ := os.ReadFile(cfg); string(b) != want {
+		t.Errorf("config after the refused change:\n%s\nwant:\n%s", b, want)
+	}
+	if out := ingress(); !strings.Contains(out, "rate 30Mbit") {
+		t.Errorf("kernel after the refused change:\n%s", out)
+	}
+	do("undo", chromedp.Click(chromedp.CSS(form+` button.secondary`)), chromedp.WaitNotPresent(chromedp.CSS(form+` [data-form-err]:not(:empty)`)))
+
 	waitTrue("the card shows the new rate", `document.querySelector('.queue[data-device="wan0"] .facts').textContent.includes('30.0 Mbit/s')`, 10*time.Second)
 	shot(ctx, t, shots, "status-desktop")
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ type configReply struct {
 	Sections []configSection `json:"sections"`
 	Scripts  []string        `json:"scripts"`
 	Qdiscs   []string        `json:"qdiscs"`
+	// Interfaces are the devices the router has, for the form's picker.
+	Interfaces []string `json:"interfaces"`
 	Warnings []string        `json:"warnings,omitempty"`
 	Error    string          `json:"error,omitempty"` // the file as it is does not parse
 }
@@ -47,6 +50,13 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
 	}
 	if s.Qdiscs != nil {
 		rep.Qdiscs = s.Qdiscs()
+	}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			if i.Flags&net.FlagLoopback == 0 {
+				rep.Interfaces = append(rep.Interfaces, i.Name)
+			}
+		}
 	}
 	u, err := uci.Parse(s.ConfigPath, bytes.NewReader(src))
 	if err != nil {
@@ -140,10 +150,7 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		return
 	}
 	outs, aerr := s.Apply(r.Context())
-	rep := saveReply{OK: aerr == nil}
-	for _, o := range outs {
-		rep.Outcomes = append(rep.Outcomes, o.String())
-	}
+	rep := saveReply{OK: aerr == nil, Outcomes: outs}
 	if aerr != nil {
 		rep.Errors = []fieldError{{Section: req.Section, Message: "not applied: " + aerr.Error()}}
 		if err := writeAtomic(s.ConfigPath, old); err != nil {

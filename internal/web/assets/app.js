@@ -382,6 +382,9 @@ async function loadConfig() {
   config = r.data;
   $('cfg-path').textContent = config.path;
   $('cfg-err').textContent = config.error ? 'The file has errors: ' + config.error : '';
+  const warn = $('cfg-warn');
+  warn.textContent = '';
+  for (const w of config.warnings || []) warn.append(el('li', { text: w }));
   const box = $('forms');
   box.textContent = '';
   for (const sec of config.sections) box.append(sectionForm(sec));
@@ -424,8 +427,9 @@ function sectionForm(sec) {
   const form = el('form', { class: 'card', 'data-section': sec.ref, novalidate: true });
   form.append(el('h3', { text: (sec.name ? 'queue ' + sec.name : sec.ref) + '  (line ' + sec.line + ')' }));
   const basic = el('fieldset', {}, el('legend', { text: 'Basic' }), el('div', { class: 'row' }, ...BASIC.map((f) => field(sec, f))));
-  const dl = el('datalist', { id: 'ifaces-' + sec.ref.replace(/[^A-Za-z0-9]/g, '_') });
-  basic.append(dl);
+  const dlID = 'ifaces-' + sec.ref.replace(/[^A-Za-z0-9]/g, '_');
+  basic.append(el('datalist', { id: dlID }, ...(config.interfaces || []).map((i) => el('option', { value: i }))));
+  basic.querySelector('[data-opt=interface]').setAttribute('list', dlID);
 
   const qd = config.qdiscs && config.qdiscs.length ? config.qdiscs : ['cake', 'fq_codel'];
   const qdiscF = field(sec, ['qdisc', 'Queue discipline', 'select', 'fq_codel', qd.map((q) => [q, q])]);
