@@ -34,8 +34,8 @@ type configReply struct {
 	Qdiscs   []string        `json:"qdiscs"`
 	// Interfaces are the devices the router has, for the form's picker.
 	Interfaces []string `json:"interfaces"`
-	Warnings []string        `json:"warnings,omitempty"`
-	Error    string          `json:"error,omitempty"` // the file as it is does not parse
+	Warnings   []string `json:"warnings,omitempty"`
+	Error      string   `json:"error,omitempty"` // the file as it is does not parse
 }
 
 func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
