@@ -110,7 +110,8 @@ type message struct {
 	MAC   []byte `json:"mac,omitempty"`
 	// welcome: the session token for load streams and probes, and the limits.
 	// GraceMs (also in hello) is the grace the server granted: the session
-	// ends DurationMs+GraceMs after the server read the hello.
+	// ends DurationMs+GraceMs after the server granted it (at the hello, or
+	// later if the hello waited for its address's slot), never sooner.
 	Token         []byte `json:"token,omitempty"`
 	MaxDurationMs int64  `json:"max_duration_ms,omitempty"`
 	MaxStreams    int    `json:"max_streams,omitempty"`
