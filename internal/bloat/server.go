@@ -106,9 +106,10 @@ type session struct {
 	streams    int
 }
 
-// NewServer returns a server enforcing lim. logf receives one line per
-// session, and for refused or malformed connections the first of each kind
-// in a 10 s window and then a count; nil discards them.
+// NewServer returns a server enforcing lim. logf receives session starts
+// and ends (per address) and refused or malformed connections (per kind):
+// the first in a 10 s window in full, the rest as one count, so a flood
+// cannot flood the log. nil discards them.
 func NewServer(lim Limits, logf func(format string, args ...any)) *Server {
 	if logf == nil {
 		logf = func(string, ...any) {}
