@@ -18,7 +18,7 @@ type Edit struct {
 // by ';', values spanning lines, backslash joins) is refused instead of
 // guessed at: a wrong guess would silently change another option.
 var (
-	valueRE     = `'[^']*'|"(?:[^"\\\n]|\\.)*"|[^\s'"#;\\]+`
+	valueRE     = `(?:'[^']*'|"(?:[^"\\\n]|\\.)*"|\\[^\n]|[^\s'"#;\\])+` // pieces concatenate: 'it'\''s'
 	optionLine  = regexp.MustCompile(`^([ \t]*(?:option|o)[ \t]+([A-Za-z0-9_]+)[ \t]+)(` + valueRE + `)([ \t]*(?:#.*)?)$`)
 	configLine  = regexp.MustCompile(`^[ \t]*(?:config|c)[ \t]+(?:` + valueRE + `)(?:[ \t]+(?:` + valueRE + `))?[ \t]*(?:#.*)?$`)
 	indentRE    = regexp.MustCompile(`^[ \t]*`)
@@ -177,4 +177,122 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// AddSection returns src with a new section appended at the end, written
+// as `uci add`/LuCI would (name "" makes an anonymous one), followed by
+// its options in the given order. An existing section of that name is an
+// error: reopening it would merge the options instead.
+func AddSection(name string, src []byte, typ, secName string, opts [][2]string) ([]byte, error) {
+	before, err := Parse(name, bytes.NewReader(src))
+	if err != nil {
+		return nil, err
+	}
+	if !validName(typ) {
+		return nil, fmt.Errorf("%s: section type %q: use letters, digits and _", name, typ)
+	}
+	if secName != "" {
+		if !validName(secName) {
+			return nil, fmt.Errorf("%s: section name %q: use letters, digits and _", name, secName)
+		}
+		if s := before.Lookup(secName); s != nil {
+			return nil, fmt.Errorf("%s:%d: a section named %q exists already", name, s.Line, secName)
+		}
+	}
+	var b strings.Builder
+	b.Write(src)
+	if len(src) > 0 && !bytes.HasSuffix(src, []byte("\n")) {
+		b.WriteString("\n")
+	}
+	b.WriteString("\nconfig " + typ)
+	if secName != "" {
+		b.WriteString(" " + quote(secName))
+	}
+	b.WriteString("\n")
+	want := &Section{Type: typ, Name: secName}
+	for _, o := range opts {
+		if !validName(o[0]) || o[1] == "" || strings.ContainsAny(o[1], "\x00\n\r") {
+			return nil, fmt.Errorf("%s: option %q %q cannot be written on one line", name, o[0], o[1])
+		}
+		b.WriteString("\toption " + o[0] + " " + quote(o[1]) + "\n")
+		want.Options = append(want.Options, &Option{Name: o[0], Values: []Value{{Text: o[1]}}})
+	}
+	out := []byte(b.String())
+	before.Sections = append(before.Sections, want)
+	if err := same(name, before, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteSection returns src without the section ref: its `config` line
+// and everything up to the next section (options, comments and blank
+// lines inside it). A section that is reopened by a second `config` line,
+// or has a line sqm cannot read as one option, is refused.
+func DeleteSection(name string, src []byte, ref string) ([]byte, error) {
+	before, err := Parse(name, bytes.NewReader(src))
+	if err != nil {
+		return nil, err
+	}
+	sec := before.Lookup(ref)
+	if sec == nil || ref == "" {
+		return nil, fmt.Errorf("%s: no section %q", name, ref)
+	}
+	lines := strings.SplitAfter(string(src), "\n")
+	end := len(lines) // index of the first line after the section
+	for _, s := range before.Sections {
+		if s.Line > sec.Line && s.Line-1 < end {
+			end = s.Line - 1
+		}
+	}
+	// Comment lines right before the next section describe that one.
+	for end > sec.Line && isCommentOrBlank(lines[end-1]) {
+		end--
+	}
+	for i := sec.Line; i < end; i++ {
+		body, _ := splitNL(lines[i])
+		if !isCommentOrBlank(lines[i]) && !optionLine.MatchString(body) {
+			return nil, fmt.Errorf("%s:%d: a line of section %s is not one plain option; %s", name, i+1, ref, errNotEdits)
+		}
+	}
+	if body, _ := splitNL(lines[sec.Line-1]); !configLine.MatchString(body) {
+		return nil, fmt.Errorf("%s:%d: the config line of %s is not alone on its line; %s", name, sec.Line, ref, errNotEdits)
+	}
+	start := sec.Line - 1
+	if start > 0 && strings.TrimSpace(lines[start-1]) == "" {
+		start-- // the blank line that separated it from the one before
+	}
+	out := []byte(strings.Join(append(lines[:start:start], lines[end:]...), ""))
+	var keep []*Section
+	for _, s := range before.Sections {
+		if s != sec {
+			keep = append(keep, s)
+		}
+	}
+	before.Sections = keep
+	if err := same(name, before, out); err != nil {
+		return nil, fmt.Errorf("%s: removing section %s by its lines would change more than it (is it reopened further down?); %s", name, ref, errNotEdits)
+	}
+	return out, nil
+}
+
+func isCommentOrBlank(line string) bool {
+	t := strings.TrimSpace(line)
+	return t == "" || t[0] == '#'
+}
+
+// same checks that out parses to want (compared as uci export would
+// write both).
+func same(name string, want *File, out []byte) error {
+	after, err := Parse(name, bytes.NewReader(out))
+	if err != nil {
+		return fmt.Errorf("%s: the edited file would not parse (%v); %s", name, err, errNotEdits)
+	}
+	var w, g bytes.Buffer
+	want.Export(&w)
+	after.Export(&g)
+	if w.String() != g.String() {
+		return fmt.Errorf("%s: the edit would change more than intended; %s", name, errNotEdits)
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ func TestApply(t *testing.T) {
 		{"remove absent is no change", base, []Edit{{"wan", "nope", ""}}, base, ""},
 		{"quote in value", base, []Edit{{"wan", "custom", "it's"}},
 			strings.Replace(base, "'kept'", `'it'\''s'`, 1), ""},
+		{"concatenated pieces", "config queue 'a'\n\toption x 'it'\\''s' # c\n", []Edit{{"a", "x", "2"}}, "config queue 'a'\n\toption x '2' # c\n", ""},
 		{"empty section", "config queue 'a'\n", []Edit{{"a", "enabled", "1"}},
 			"config queue 'a'\n\toption enabled '1'\n", ""},
 		{"no final newline", "config queue 'a'\n\toption x '1'", []Edit{{"a", "y", "2"}},
@@ -137,6 +138,97 @@ func FuzzApply(f *testing.F) {
 		}
 		if len(a)-i-j > 2 || len(b)-i-j > 2 {
 			t.Fatalf("edit changed more than one place:\n%q\n->\n%q", src, out)
+		}
+	})
+}
+
+func TestAddSection(t *testing.T) {
+	const base = "# sqm\nconfig queue 'wan'\n\toption enabled '1'\n"
+	got, err := AddSection("t", []byte(base), "queue", "lte", [][2]string{{"enabled", "0"}, {"interface", "wwan0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := base + "\nconfig queue 'lte'\n\toption enabled '0'\n\toption interface 'wwan0'\n"; string(got) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	got, err = AddSection("t", []byte("config queue 'a'"), "queue", "", nil)
+	if err != nil || string(got) != "config queue 'a'\n\nconfig queue\n" {
+		t.Errorf("anonymous after a file without final newline: %q %v", got, err)
+	}
+	for _, tc := range []struct {
+		typ, name string
+		opts      [][2]string
+		want      string
+	}{
+		{"queue", "wan", nil, `t:2: a section named "wan" exists already`},
+		{"queue", "a b", nil, `section name "a b"`},
+		{"qu eue", "x", nil, `section type "qu eue"`},
+		{"queue", "x", [][2]string{{"o", "a\nb"}}, "cannot be written"},
+		{"queue", "x", [][2]string{{"o", ""}}, "cannot be written"},
+	} {
+		if _, err := AddSection("t", []byte(base), tc.typ, tc.name, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %q: %v; want %q", tc.typ, tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestDeleteSection(t *testing.T) {
+	const src = "# head\nconfig queue 'wan'\n\toption enabled '1'\n\t# inside\n\toption x 'y'\n\n# about lte\nconfig queue 'lte'\n\toption enabled '0'\n\nconfig queue\n\toption interface 'eth2'\n# tail\n"
+	for _, tc := range []struct{ ref, want string }{
+		{"wan", "# head\n\n# about lte\nconfig queue 'lte'\n\toption enabled '0'\n\nconfig queue\n\toption interface 'eth2'\n# tail\n"},
+		{"lte", "# head\nconfig queue 'wan'\n\toption enabled '1'\n\t# inside\n\toption x 'y'\n\n# about lte\n\nconfig queue\n\toption interface 'eth2'\n# tail\n"},
+		{"@queue[2]", "# head\nconfig queue 'wan'\n\toption enabled '1'\n\t# inside\n\toption x 'y'\n\n# about lte\nconfig queue 'lte'\n\toption enabled '0'\n# tail\n"},
+	} {
+		got, err := DeleteSection("t", []byte(src), tc.ref)
+		if err != nil {
+			t.Errorf("%s: %v", tc.ref, err)
+			continue
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s: got:\n%s\nwant:\n%s", tc.ref, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ src, ref, want string }{
+		{src, "nope", `no section "nope"`},
+		{src, "", `no section ""`},
+		{"config queue 'a'\n\toption x '1'\nconfig queue 'b'\nconfig queue 'a'\n\toption y '2'\n", "a", "reopened"},
+		{"config queue 'a'\n\toption x '1'; option y '2'\n", "a", "t:2: a line of section a"},
+		{"config queue 'a'; option x '1'\n", "a", "not alone"},
+	} {
+		if _, err := DeleteSection("t", []byte(tc.src), tc.ref); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q", tc.ref, err, tc.want)
+		}
+	}
+}
+
+// FuzzSections checks that adding then deleting a section gives back a
+// file that parses to the original.
+func FuzzSections(f *testing.F) {
+	f.Add("config queue 'wan'\n\toption enabled '1'\n", "lte", "enabled", "0")
+	f.Add("# c\nconfig q\n", "x", "a", "b")
+	f.Fuzz(func(t *testing.T, src, name, opt, val string) {
+		added, err := AddSection("f", []byte(src), "queue", name, [][2]string{{opt, val}})
+		if err != nil {
+			return
+		}
+		ref := name
+		if ref == "" {
+			ref = "@queue[-1]"
+		}
+		back, err := DeleteSection("f", added, ref)
+		if err != nil {
+			t.Fatalf("delete what was added: %v\n%q", err, added)
+		}
+		a, err1 := Parse("f", strings.NewReader(src))
+		b, err2 := Parse("f", bytes.NewReader(back))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("parse: %v %v", err1, err2)
+		}
+		var wa, wb bytes.Buffer
+		a.Export(&wa)
+		b.Export(&wb)
+		if wa.String() != wb.String() {
+			t.Fatalf("add+delete changed the file:\n%q\n->\n%q", src, back)
 		}
 	})
 }
