@@ -162,6 +162,20 @@ func TestBrowserCake(t *testing.T) {
 	if applied != 1 {
 		t.Errorf("applied %d times; want 1", applied)
 	}
+	// Add a queue section from the page, then remove it (two clicks).
+	before, _ := os.ReadFile(cfg)
+	do("add a queue", chromedp.SendKeys(css("#add-name"), "lte"), chromedp.Click(css("#add-form button")),
+		chromedp.WaitVisible(css(`form[data-section="lte"]`)))
+	if b, _ := os.ReadFile(cfg); string(b) != string(before)+"\nconfig queue 'lte'\n\toption enabled '0'\n" {
+		t.Errorf("after adding lte:\n%s", b)
+	}
+	shot(ctx, t, shots, "cake-added-queue-desktop")
+	lte := `form[data-section="lte"] [data-remove]`
+	do("remove it", chromedp.Click(css(lte)), chromedp.WaitVisible(css(`form[data-section="lte"] [data-remove][data-armed="1"]`)),
+		chromedp.Click(css(lte)), chromedp.WaitNotPresent(css(`form[data-section="lte"]`)))
+	if b, _ := os.ReadFile(cfg); string(b) != string(before) {
+		t.Errorf("after removing lte:\n%s\nwant:\n%s", b, before)
+	}
 	do("phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	time.Sleep(1500 * time.Millisecond)
 	do("scroll", jsDo(`document.querySelector('table.tins').scrollIntoView(), true`))

@@ -95,7 +95,8 @@ type saveReply struct {
 	RolledBack bool         `json:"rolled_back,omitempty"`
 }
 
-// postConfig changes options of one section: edited in the file's text
+// postConfig changes options of one section, adds a section (disabled,
+// for the user to fill in) or deletes one: edited in the file's text
 // (comments and unknown options stay), checked with the CLI's own parser
 // and planner, written, and applied by the daemon; if the kernel refuses
 // it, the old file is put back and re-applied.
@@ -103,12 +104,20 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 	var req struct {
 		Section string            `json:"section"`
 		Set     map[string]string `json:"set"`
+		Add     string            `json:"add"`    // name of a new queue section
+		Delete  bool              `json:"delete"` // remove Section
 	}
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if len(req.Set) == 0 {
-		jsonError(w, http.StatusBadRequest, "nothing to change: set is empty")
+	ops := 0
+	for _, b := range []bool{len(req.Set) > 0, req.Add != "", req.Delete} {
+		if b {
+			ops++
+		}
+	}
+	if ops != 1 {
+		jsonError(w, http.StatusBadRequest, "give exactly one of set (with section), add, or delete (with section)")
 		return
 	}
 	s.cfgMu.Lock()
@@ -118,16 +127,28 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		jsonError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	names := make([]string, 0, len(req.Set))
-	for k := range req.Set {
-		names = append(names, k)
+	var nu []byte
+	var what string
+	switch {
+	case req.Add != "":
+		what = "added section " + req.Add
+		nu, err = uci.AddSection(s.ConfigPath, old, "queue", req.Add, [][2]string{{"enabled", "0"}})
+	case req.Delete:
+		what = "deleted section " + req.Section
+		nu, err = uci.DeleteSection(s.ConfigPath, old, req.Section)
+	default:
+		names := make([]string, 0, len(req.Set))
+		for k := range req.Set {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		edits := make([]uci.Edit, 0, len(names))
+		for _, k := range names {
+			edits = append(edits, uci.Edit{Section: req.Section, Option: k, Value: strings.TrimSpace(req.Set[k])})
+		}
+		what = "section " + req.Section + " options " + strings.Join(names, ",")
+		nu, err = uci.Apply(s.ConfigPath, old, edits)
 	}
-	sort.Strings(names)
-	edits := make([]uci.Edit, 0, len(names))
-	for _, k := range names {
-		edits = append(edits, uci.Edit{Section: req.Section, Option: k, Value: strings.TrimSpace(req.Set[k])})
-	}
-	nu, err := uci.Apply(s.ConfigPath, old, edits)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, saveReply{Errors: []fieldError{{Section: req.Section, Message: err.Error()}}})
 		return
@@ -144,7 +165,7 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		jsonError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	s.log().Info("web: config changed", "section", req.Section, "options", strings.Join(names, ","), "config", s.ConfigPath)
+	s.log().Info("web: config changed", "change", what, "config", s.ConfigPath)
 	if s.Apply == nil {
 		writeJSON(w, http.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}})
 		return

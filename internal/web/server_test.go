@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"sqm/internal/service"
 )
 
 const sampleConfig = `# router's sqm config
@@ -53,9 +51,9 @@ func newRig(t *testing.T) *rig {
 	r.srv = &Server{
 		ConfigPath: r.cfg, Users: users,
 		Status: func(context.Context) (any, error) { return map[string]int{"devices": 0}, nil },
-		Apply: func(context.Context) ([]service.Outcome, error) {
+		Apply: func(context.Context) ([]string, error) {
 			r.applies++
-			return []service.Outcome{{Interface: "eth1", Action: service.ActApplied}}, r.applyErr
+			return []string{"eth1: applied"}, r.applyErr
 		},
 	}
 	r.ts = httptest.NewServer(r.srv)
@@ -292,5 +290,40 @@ func TestAcceptsGzip(t *testing.T) {
 		if got := acceptsGzip(r); got != want {
 			t.Errorf("%q: %v; want %v", h, got, want)
 		}
+	}
+}
+
+func TestConfigAddDelete(t *testing.T) {
+	r := newRig(t)
+	c := r.client()
+	if c.login("admin-secret") != http.StatusOK {
+		t.Fatal("login")
+	}
+	code, m := c.change("/api/config", map[string]any{"add": "lte"})
+	if code != http.StatusOK {
+		t.Fatalf("add: %d %v", code, m)
+	}
+	if b, _ := os.ReadFile(r.cfg); string(b) != sampleConfig+"\nconfig queue 'lte'\n\toption enabled '0'\n" {
+		t.Errorf("after add:\n%s", b)
+	}
+	code, m = c.do("GET", "/api/config", nil, nil)
+	if secs, _ := m["sections"].([]any); code != 200 || len(secs) != 2 {
+		t.Errorf("config after add: %d %v", code, m)
+	}
+	for _, body := range []map[string]any{
+		{"add": "wan"}, {"add": "bad name"}, {"section": "lte", "delete": true, "set": map[string]string{"x": "1"}}, {},
+	} {
+		if code, m := c.change("/api/config", body); code != http.StatusBadRequest {
+			t.Errorf("%v: %d %v; want 400", body, code, m)
+		}
+	}
+	if code, m := c.change("/api/config", map[string]any{"section": "lte", "delete": true}); code != http.StatusOK {
+		t.Fatalf("delete: %d %v", code, m)
+	}
+	if b, _ := os.ReadFile(r.cfg); string(b) != sampleConfig {
+		t.Errorf("after add and delete:\n%s", b)
+	}
+	if r.applies != 2 {
+		t.Errorf("applies = %d; want 2", r.applies)
 	}
 }

@@ -389,6 +389,40 @@ async function loadConfig() {
   box.textContent = '';
   for (const sec of config.sections) box.append(sectionForm(sec));
   if (!config.sections.length) box.append(el('p', { class: 'muted', text: 'No queue sections in the file.' }));
+  if (role === 'admin') box.append(addForm());
+}
+
+// addForm adds a disabled queue section for the user to fill in.
+function addForm() {
+  const name = el('input', { id: 'add-name', placeholder: 'e.g. lte', autocomplete: 'off' });
+  const err = el('p', { class: 'err', id: 'add-err' });
+  const f = el('form', { class: 'card', id: 'add-form' },
+    el('div', { class: 'row' }, el('div', {}, el('label', { for: 'add-name', text: 'New queue section (name)' }), name)),
+    err, el('div', { class: 'actions' }, el('button', { type: 'submit', text: 'Add queue' })));
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    const r = await api('POST', '/api/config', { add: name.value.trim() });
+    if (!r.ok) { err.textContent = (r.data.errors || [{ message: r.data.error }]).map((e) => e.message).join('\n'); return; }
+    await loadConfig();
+  });
+  return f;
+}
+
+// removeSection asks for a second click instead of a confirm() dialog.
+async function removeSection(btn, sec, form) {
+  if (btn.dataset.armed !== '1') {
+    btn.dataset.armed = '1';
+    btn.textContent = 'Really remove ' + (sec.name || sec.ref) + '?';
+    return;
+  }
+  const r = await api('POST', '/api/config', { section: sec.ref, delete: true });
+  if (!r.ok) {
+    form.querySelector('[data-form-err]').textContent = (r.data.errors || [{ message: r.data.error }]).map((e) => e.message).join('\n');
+    return;
+  }
+  await loadConfig();
+  loadStatus();
 }
 
 function field(sec, [opt, label, kind, def, extra]) {
@@ -479,8 +513,10 @@ function sectionForm(sec) {
   const status = el('span', { class: 'muted', 'data-save-status': '' });
   const save = el('button', { type: 'submit', text: 'Save and apply' });
   const reset = el('button', { type: 'button', class: 'secondary', text: 'Undo changes', onclick: () => loadConfig() });
-  if (role !== 'admin') { save.disabled = true; reset.disabled = true; }
-  form.append(basic, qfs, cakeFs, llFs, el('p', { class: 'err', 'data-form-err': '' }), el('div', { class: 'actions' }, save, reset, status));
+  const remove = el('button', { type: 'button', class: 'secondary danger', 'data-remove': '', text: 'Remove queue' });
+  remove.addEventListener('click', () => removeSection(remove, sec, form));
+  if (role !== 'admin') { save.disabled = true; reset.disabled = true; remove.disabled = true; }
+  form.append(basic, qfs, cakeFs, llFs, el('p', { class: 'err', 'data-form-err': '' }), el('div', { class: 'actions' }, save, reset, remove, status));
   form.addEventListener('submit', (ev) => { ev.preventDefault(); saveSection(form, sec); });
   return form;
 }
