@@ -1,0 +1,559 @@
+// Package tune finds the shaper rates that keep latency under load below a
+// target at the most throughput, the procedure seed 004's author ran by
+// hand: measure the idle path, the unshaped line per direction, then a
+// coarse sweep of shaper rates and a bisection around the knee where
+// latency breaks, a repeated reference point to notice that the line
+// itself changed, and a check with both directions loaded at once.
+//
+// The package never touches the kernel or the network: everything goes
+// through a Measurer, so the procedure is tested against a simulated link
+// (SimLink) and driven for real by the CLI and the lab.
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"sqm/internal/stats"
+)
+
+// Dir is the direction a point loads.
+type Dir string
+
+const (
+	Down Dir = "down"
+	Up   Dir = "up"
+	Both Dir = "both"
+)
+
+// Shaping is what the shaper is set to, in kbit/s per direction; 0 means
+// no shaping in that direction (the line alone).
+type Shaping struct {
+	DownKbit int
+	UpKbit   int
+}
+
+// Measurement is one point under load: goodput per direction (0 for an
+// unloaded direction) and the round-trip latency while loaded.
+type Measurement struct {
+	DownKbit float64
+	UpKbit   float64
+	Latency  stats.Summary
+}
+
+// Measurer is how tune changes the shaper and measures. Implementations
+// hold the link: a real one shapes an interface and runs a bloat test
+// against a server, the simulated one computes.
+type Measurer interface {
+	// Shape sets the shaper to s; a 0 rate lifts shaping in its direction.
+	Shape(ctx context.Context, s Shaping) error
+	// Idle measures round-trip latency with no load.
+	Idle(ctx context.Context) (stats.Summary, error)
+	// Load measures with load in dir (Down, Up or Both).
+	Load(ctx context.Context, dir Dir) (Measurement, error)
+}
+
+// Profiles name induced-latency targets (ms) by what the line is for. The
+// bands follow the bufferbloat grades: gaming keeps queueing to about a
+// frame at 100 Hz, balanced inside grade A (< 30 ms), throughput inside B.
+var Profiles = map[string]float64{
+	"gaming":     10,
+	"balanced":   30,
+	"throughput": 60,
+}
+
+// DefaultProfile is the profile used when neither a profile nor a target
+// is given.
+const DefaultProfile = "balanced"
+
+// Options steer a run. The zero value of each field means its default.
+type Options struct {
+	// TargetMs is the highest induced latency (loaded p90 minus idle
+	// median) accepted; if 0, Profile's target.
+	TargetMs float64
+	Profile  string
+	// Linklayer and Overhead are what the shaper accounts per packet; tune
+	// does not change them, it reports them with the result.
+	Linklayer string
+	Overhead  int
+	// Coarse are the rates of the coarse sweep as fractions of the
+	// unshaped goodput, ascending. Shaper rates count framing that goodput
+	// does not, so the knee lies above 1 (about 1.06 for Ethernet, 1.2 for
+	// ATM with large overhead).
+	Coarse []float64
+	// Resolution ends the bisection when the gap between the highest
+	// passing and the lowest failing rate is at most this fraction.
+	Resolution float64
+	// ChangedPct is how far (percent) the reference point's goodput may
+	// move between its two measurements before the line counts as changed.
+	ChangedPct float64
+	// MinKbit is the lowest rate tried.
+	MinKbit int
+	// Progress, if set, gets one line per step.
+	Progress func(string)
+	// Now is the clock for Seconds (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultCoarse is the coarse sweep, as fractions of unshaped goodput.
+var DefaultCoarse = []float64{0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.45}
+
+// Target resolves the induced-latency target of o.
+func (o Options) Target() (float64, error) {
+	if o.TargetMs < 0 || math.IsNaN(o.TargetMs) || math.IsInf(o.TargetMs, 0) {
+		return 0, fmt.Errorf("tune: target %v ms: give a positive number of milliseconds", o.TargetMs)
+	}
+	if o.TargetMs > 0 {
+		return o.TargetMs, nil
+	}
+	p := o.Profile
+	if p == "" {
+		p = DefaultProfile
+	}
+	t, ok := Profiles[p]
+	if !ok {
+		return 0, fmt.Errorf("tune: unknown profile %q (gaming, balanced or throughput)", p)
+	}
+	return t, nil
+}
+
+// Roles of points.
+const (
+	RoleUnshaped  = "unshaped"  // shaping lifted: the line's capacity and its own bloat
+	RoleSweep     = "sweep"     // coarse sweep
+	RoleBisect    = "bisect"    // bisection around the knee
+	RoleReference = "reference" // the reference point measured again
+	RoleValidate  = "validate"  // both directions loaded at the chosen rates
+)
+
+// Point is one measured rate. It is an element of the "points" array of
+// the tune JSON object.
+type Point struct {
+	Role string `json:"role"`
+	Dir  Dir    `json:"dir"` // the loaded direction(s)
+	// Shaper setting, kbit/s; 0 = unshaped in that direction.
+	DownKbit int `json:"down_kbit"`
+	UpKbit   int `json:"up_kbit"`
+	// Goodput measured, kbit/s.
+	GoodputDownKbit float64       `json:"goodput_down_kbit"`
+	GoodputUpKbit   float64       `json:"goodput_up_kbit"`
+	Latency         stats.Summary `json:"latency"`
+	// InducedMs is loaded p90 minus idle median: the p90 (not the median)
+	// because a shaper that is slightly too fast shows first in the tail.
+	InducedMs float64 `json:"induced_ms"`
+	Grade     string  `json:"grade"`
+	// Pass says whether InducedMs plus the noise margin is under the target.
+	Pass bool `json:"pass"`
+	// Stale marks a point measured before the line changed; the choice
+	// ignores it.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// Rate is the shaper rate of the point's loaded direction (0 unshaped).
+func (p Point) Rate() int {
+	if p.Dir == Up {
+		return p.UpKbit
+	}
+	return p.DownKbit
+}
+
+// Goodput is the goodput of the point's loaded direction.
+func (p Point) Goodput() float64 {
+	if p.Dir == Up {
+		return p.GoodputUpKbit
+	}
+	return p.GoodputDownKbit
+}
+
+// Result is the "tune" JSON object of the output contract (issue 12):
+// download_kbit, upload_kbit, linklayer, overhead, target_ms, seconds and
+// points are fixed names; the rest is added detail.
+type Result struct {
+	DownloadKbit int     `json:"download_kbit"`
+	UploadKbit   int     `json:"upload_kbit"`
+	Linklayer    string  `json:"linklayer"`
+	Overhead     int     `json:"overhead"`
+	TargetMs     float64 `json:"target_ms"`
+	Seconds      float64 `json:"seconds"`
+	Points       []Point `json:"points"`
+
+	Profile string        `json:"profile,omitempty"`
+	Idle    stats.Summary `json:"idle"`
+	// Unshaped goodput per direction, kbit/s.
+	CapacityDownKbit float64 `json:"capacity_down_kbit"`
+	CapacityUpKbit   float64 `json:"capacity_up_kbit"`
+	// Noise margins (ms) added to induced latency before comparing with
+	// the target, from the reference point's two measurements.
+	MarginDownMs float64 `json:"margin_down_ms"`
+	MarginUpMs   float64 `json:"margin_up_ms"`
+	// LineChanged says the reference point moved more than the noise allows
+	// between its measurements: the line changed during the run.
+	LineChanged bool `json:"line_changed"`
+	// The choice per direction loaded alone, before the check with both
+	// loaded lowered it (equal to the choice if it did not).
+	AloneDownKbit int      `json:"alone_down_kbit"`
+	AloneUpKbit   int      `json:"alone_up_kbit"`
+	Notes         []string `json:"notes,omitempty"`
+}
+
+// ErrNoRate is returned (wrapped) when even the lowest rate tried misses
+// the target in a direction.
+var ErrNoRate = errors.New("no rate meets the target")
+
+// minMarginMs is the smallest noise margin: the induced latency of two
+// measurements of the same point rarely agrees better than this.
+const minMarginMs = 0.5
+
+type runner struct {
+	m      Measurer
+	o      Options
+	target float64
+	res    *Result
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.o.Progress != nil {
+		r.o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *runner) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	r.res.Notes = append(r.res.Notes, s)
+	r.progress("note: %s", s)
+}
+
+// measure sets s, loads dir and records the point.
+func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (Point, error) {
+	if err := r.m.Shape(ctx, s); err != nil {
+		return Point{}, fmt.Errorf("tune: shape %d/%d kbit/s: %w", s.DownKbit, s.UpKbit, err)
+	}
+	m, err := r.m.Load(ctx, dir)
+	if err != nil {
+		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: %w", dir, s.DownKbit, s.UpKbit, err)
+	}
+	p := Point{Role: role, Dir: dir, DownKbit: s.DownKbit, UpKbit: s.UpKbit,
+		GoodputDownKbit: round1(m.DownKbit), GoodputUpKbit: round1(m.UpKbit), Latency: m.Latency}
+	p.InducedMs = round2(m.Latency.P90Ms - r.res.Idle.MedianMs)
+	p.Grade = stats.Grade(p.InducedMs)
+	p.Pass = p.InducedMs+r.margin(dir) <= r.target
+	r.res.Points = append(r.res.Points, p)
+	rate := "unshaped"
+	if p.Rate() > 0 || dir == Both {
+		rate = fmt.Sprintf("%d kbit/s", p.Rate())
+		if dir == Both {
+			rate = fmt.Sprintf("%d/%d kbit/s", s.DownKbit, s.UpKbit)
+		}
+	}
+	verdict := "over target"
+	if p.Pass {
+		verdict = "ok"
+	}
+	r.progress("%-9s %-4s %-16s goodput %8.0f kbit/s  p90 %7.1f ms  induced %7.1f ms  %s", role, dir, rate, p.Goodput(), p.Latency.P90Ms, p.InducedMs, verdict)
+	return p, nil
+}
+
+func (r *runner) margin(d Dir) float64 {
+	switch d {
+	case Down:
+		return r.res.MarginDownMs
+	case Up:
+		return r.res.MarginUpMs
+	}
+	return max(r.res.MarginDownMs, r.res.MarginUpMs)
+}
+
+func (r *runner) setMargin(d Dir, v float64) {
+	if d == Down {
+		r.res.MarginDownMs = v
+	} else {
+		r.res.MarginUpMs = v
+	}
+}
+
+func shaping(d Dir, rate int) Shaping {
+	if d == Up {
+		return Shaping{UpKbit: rate}
+	}
+	return Shaping{DownKbit: rate}
+}
+
+// Run tunes both directions and returns the result. The shaper is left at
+// whatever was measured last; restoring the user's shaping is the caller's
+// job (it knows what that was). On error the partial result is returned
+// with it, so a caller can still show what was measured.
+func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
+	target, err := o.Target()
+	if err != nil {
+		return nil, err
+	}
+	if o.Coarse == nil {
+		o.Coarse = DefaultCoarse
+	}
+	if len(o.Coarse) == 0 || !sort.Float64sAreSorted(o.Coarse) || o.Coarse[0] <= 0 {
+		return nil, fmt.Errorf("tune: coarse sweep %v: give positive ascending fractions", o.Coarse)
+	}
+	if o.Resolution <= 0 {
+		o.Resolution = 0.01
+	}
+	if o.ChangedPct <= 0 {
+		o.ChangedPct = 5
+	}
+	if o.MinKbit <= 0 {
+		o.MinKbit = 64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	start := o.Now()
+	res := &Result{Linklayer: o.Linklayer, Overhead: o.Overhead, TargetMs: target, Points: []Point{}}
+	if o.TargetMs == 0 {
+		res.Profile = o.Profile
+		if res.Profile == "" {
+			res.Profile = DefaultProfile
+		}
+	}
+	r := &runner{m: m, o: o, target: target, res: res}
+	defer func() { res.Seconds = math.Round(o.Now().Sub(start).Seconds()*10) / 10 }()
+
+	if err := m.Shape(ctx, Shaping{}); err != nil {
+		return res, fmt.Errorf("tune: lift shaping: %w", err)
+	}
+	if res.Idle, err = m.Idle(ctx); err != nil {
+		return res, fmt.Errorf("tune: idle baseline: %w", err)
+	}
+	if res.Idle.Count == 0 {
+		return res, errors.New("tune: idle baseline: no probe was answered")
+	}
+	r.progress("idle      median %.1f ms, p90 %.1f ms (%d probes)", res.Idle.MedianMs, res.Idle.P90Ms, res.Idle.Count)
+
+	chosen := map[Dir]int{}
+	for _, d := range []Dir{Down, Up} {
+		rate, err := r.direction(ctx, d)
+		if err != nil {
+			return res, err
+		}
+		chosen[d] = rate
+	}
+	res.DownloadKbit, res.UploadKbit = chosen[Down], chosen[Up]
+	res.AloneDownKbit, res.AloneUpKbit = chosen[Down], chosen[Up]
+	if err := r.validate(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// direction measures one direction and returns the chosen rate. If the
+// reference point shows that the line changed, the direction is measured
+// once more from the start (the earlier points marked stale); a second
+// change is reported and the second measurement kept.
+func (r *runner) direction(ctx context.Context, d Dir) (int, error) {
+	for attempt := 1; ; attempt++ {
+		rate, changed, err := r.attempt(ctx, d)
+		if err != nil || !changed || attempt == 2 {
+			return rate, err
+		}
+		for i := range r.res.Points {
+			if r.res.Points[i].Dir == d {
+				r.res.Points[i].Stale = true
+			}
+		}
+		r.setMargin(d, 0)
+		r.progress("again     %s: measuring this direction once more", d)
+	}
+}
+
+// attempt is one pass over direction d: the chosen rate and whether the
+// line changed meanwhile.
+func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
+	un, err := r.measure(ctx, RoleUnshaped, d, Shaping{})
+	if err != nil {
+		return 0, false, err
+	}
+	capKbit := un.Goodput()
+	if d == Down {
+		r.res.CapacityDownKbit = capKbit
+	} else {
+		r.res.CapacityUpKbit = capKbit
+	}
+	if capKbit <= 0 {
+		return 0, false, fmt.Errorf("tune: %s: the unshaped line moved no data; is the server reachable?", d)
+	}
+	at := func(f float64) int { return max(r.o.MinKbit, int(math.Round(capKbit*f))) }
+
+	// Coarse sweep, ascending, until a rate over the target follows one
+	// under it.
+	var ref Point
+	haveRef := false
+	for _, f := range r.o.Coarse {
+		p, err := r.measure(ctx, RoleSweep, d, shaping(d, at(f)))
+		if err != nil {
+			return 0, false, err
+		}
+		if !p.Pass && haveRef {
+			break
+		}
+		if p.Pass {
+			ref, haveRef = p, true
+		}
+	}
+	// Even the lowest coarse rate misses: go down until one passes.
+	if !haveRef {
+		for rate := at(r.o.Coarse[0]) / 2; ; rate /= 2 {
+			if rate < r.o.MinKbit {
+				return 0, false, fmt.Errorf("tune: %s: %w (%.0f ms) down to %d kbit/s; the latency may not come from this link's queue", d, ErrNoRate, r.target, r.o.MinKbit)
+			}
+			p, err := r.measure(ctx, RoleSweep, d, shaping(d, rate))
+			if err != nil {
+				return 0, false, err
+			}
+			if p.Pass {
+				ref, haveRef = p, true
+				break
+			}
+		}
+	}
+	if err := r.bisect(ctx, d); err != nil {
+		return 0, false, err
+	}
+
+	// The reference point again: the highest passing coarse rate, the one
+	// nearest the knee from below, where a change of the line shows in
+	// goodput and the spread of two measurements is the noise of induced
+	// latency near the choice.
+	again, err := r.measure(ctx, RoleReference, d, shaping(d, ref.Rate()))
+	if err != nil {
+		return 0, false, err
+	}
+	g0, g1 := ref.Goodput(), again.Goodput()
+	switch {
+	case g0 > 0 && math.Abs(g1-g0)/g0*100 > r.o.ChangedPct:
+		r.res.LineChanged = true
+		r.note("%s: the line changed during the run: at %d kbit/s goodput was %.0f then %.0f kbit/s", d, ref.Rate(), g0, g1)
+		return 0, true, nil
+	case !again.Pass:
+		// Same goodput, latency now over the target: the line's rate fell
+		// below the reference while the shaper still fills it.
+		r.res.LineChanged = true
+		r.note("%s: the line changed during the run: at %d kbit/s induced latency was %.1f then %.1f ms", d, ref.Rate(), ref.InducedMs, again.InducedMs)
+		return 0, true, nil
+	}
+	r.setMargin(d, round2(max(minMarginMs, math.Abs(again.InducedMs-ref.InducedMs))))
+	// With the margin known, passes are re-judged and the knee narrowed
+	// again if the margin moved it.
+	r.rejudge()
+	if err := r.bisect(ctx, d); err != nil {
+		return 0, false, err
+	}
+	rate, ok := r.choice(d)
+	if !ok {
+		return 0, false, fmt.Errorf("tune: %s: %w (%.0f ms) with the noise margin %.1f ms", d, ErrNoRate, r.target, r.margin(d))
+	}
+	r.progress("chosen    %-4s %d kbit/s", d, rate)
+	return rate, false, nil
+}
+
+func (r *runner) rejudge() {
+	for i := range r.res.Points {
+		p := &r.res.Points[i]
+		p.Pass = p.InducedMs+r.margin(p.Dir) <= r.target
+	}
+}
+
+// bracket is the knee of d as measured so far: hi is the lowest failing
+// rate above the lowest passing one, lo the highest passing rate below hi
+// (0 when none). Failures below the lowest pass are ignored: on a slow
+// line a low rate can miss the target by serialisation time alone, with
+// passing rates above it.
+func (r *runner) bracket(d Dir) (lo, hi int) {
+	first := 0
+	for _, p := range r.res.Points {
+		if p.Dir == d && !p.Stale && p.Rate() > 0 && p.Pass && (first == 0 || p.Rate() < first) {
+			first = p.Rate()
+		}
+	}
+	if first == 0 {
+		return 0, 0
+	}
+	for _, p := range r.res.Points {
+		if p.Dir == d && !p.Stale && p.Rate() > first && !p.Pass && (hi == 0 || p.Rate() < hi) {
+			hi = p.Rate()
+		}
+	}
+	for _, p := range r.res.Points {
+		if p.Dir == d && !p.Stale && p.Rate() > 0 && p.Pass && (hi == 0 || p.Rate() < hi) && p.Rate() > lo {
+			lo = p.Rate()
+		}
+	}
+	return lo, hi
+}
+
+func (r *runner) choice(d Dir) (int, bool) {
+	lo, _ := r.bracket(d)
+	return lo, lo > 0
+}
+
+// bisect halves the gap between the highest passing and lowest failing
+// rate of d until it is within the resolution.
+func (r *runner) bisect(ctx context.Context, d Dir) error {
+	for {
+		lo, hi := r.bracket(d)
+		if lo == 0 || hi == 0 || float64(hi-lo) <= r.o.Resolution*float64(lo) || hi-lo <= 1 {
+			return nil
+		}
+		if _, err := r.measure(ctx, RoleBisect, d, shaping(d, (lo+hi)/2)); err != nil {
+			return err
+		}
+	}
+}
+
+// validate loads both directions at the chosen rates. A shaper keeps a
+// small queue of its own in each direction and, loaded at once, both add
+// up in the round trip; when that misses the target, both rates are scaled
+// down together, by bisection on the factor between 0.9 and 1, to the
+// highest pair that meets it. If even 0.9 misses, the per-direction choice
+// is kept and the user told.
+func (r *runner) validate(ctx context.Context) error {
+	d0, u0 := r.res.AloneDownKbit, r.res.AloneUpKbit
+	at := func(f float64) Shaping {
+		return Shaping{DownKbit: int(math.Round(float64(d0) * f)), UpKbit: int(math.Round(float64(u0) * f))}
+	}
+	p, err := r.measure(ctx, RoleValidate, Both, at(1))
+	if err != nil || p.Pass {
+		return err
+	}
+	lo, hi := 0.9, 1.0
+	q, err := r.measure(ctx, RoleValidate, Both, at(lo))
+	if err != nil {
+		return err
+	}
+	if !q.Pass {
+		r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms 10 %% lower, over the %.0f ms target: the shaper's own queues add up; each direction alone meets it",
+			p.InducedMs, d0, u0, q.InducedMs, r.target)
+		return nil
+	}
+	for hi-lo > r.o.Resolution {
+		mid := (lo + hi) / 2
+		m, err := r.measure(ctx, RoleValidate, Both, at(mid))
+		if err != nil {
+			return err
+		}
+		if m.Pass {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	s := at(lo)
+	r.res.DownloadKbit, r.res.UploadKbit = s.DownKbit, s.UpKbit
+	r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, over the %.0f ms target; both lowered to %d/%d kbit/s (%.1f %% lower)",
+		d0, u0, p.InducedMs, r.target, s.DownKbit, s.UpKbit, 100*(1-lo))
+	return nil
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -1,0 +1,176 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// simLinks are lines of the kinds issue 12 names: 1 to 100 Mbit/s,
+// Ethernet and ATM framing with different overheads, buffers of 100 to
+// 2000 packets, base RTT 5 to 80 ms. The shaper is configured with the
+// line's framing (link-layer detection is a separate step).
+func simLinks() map[string]*SimLink {
+	return map[string]*SimLink{
+		"seed004-adsl": {DownKbit: 7616, UpKbit: 864, ATM: true, Overhead: 44, ShaperATM: true, ShaperOverhead: 44,
+			BufferPkts: 300, BaseMs: 29, JitterMs: 0.5, Seed: 4},
+		"vdsl-ptm": {DownKbit: 50000, UpKbit: 10000, Overhead: 30, ShaperOverhead: 30,
+			BufferPkts: 1000, BaseMs: 12, JitterMs: 1, Seed: 2},
+		"cable-100": {DownKbit: 100000, UpKbit: 20000, Overhead: 18, ShaperOverhead: 18,
+			BufferPkts: 2000, BaseMs: 5, JitterMs: 0.3, Seed: 3},
+		"adsl-slow-sharp": {DownKbit: 2000, UpKbit: 1000, ATM: true, Overhead: 10, ShaperATM: true, ShaperOverhead: 10,
+			BufferPkts: 100, BaseMs: 80, JitterMs: 2, RampFrac: 0.005, Seed: 5},
+		"fibre-eth-gradual": {DownKbit: 30000, UpKbit: 30000, Overhead: 38, ShaperOverhead: 38,
+			BufferPkts: 500, BaseMs: 40, JitterMs: 1.5, RampFrac: 0.06, Seed: 6},
+		"atm-1m-big-buffer": {DownKbit: 1000, UpKbit: 1000, ATM: true, Overhead: 40, ShaperATM: true, ShaperOverhead: 40,
+			BufferPkts: 2000, BaseMs: 20, JitterMs: 0.2, Seed: 7},
+	}
+}
+
+// TestChoiceNearOracle is the core claim: per direction, the chosen rate
+// is within 3 % of the highest rate whose noise-free induced latency meets
+// the target, and not above a rate that misses it by much.
+func TestChoiceNearOracle(t *testing.T) {
+	for name, link := range simLinks() {
+		for _, profile := range []string{"gaming", "balanced", "throughput"} {
+			t.Run(name+"/"+profile, func(t *testing.T) {
+				l := *link
+				target := Profiles[profile]
+				res, err := Run(context.Background(), &l, Options{Profile: profile, Now: l.Now})
+				bestD, bestU := l.Best(Down, target), l.Best(Up, target)
+				if bestD == 0 || bestU == 0 {
+					if !errors.Is(err, ErrNoRate) {
+						t.Fatalf("oracle finds no rate (%d/%d) but tune says %v", bestD, bestU, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range []struct {
+					d         Dir
+					got, want int
+				}{{Down, res.AloneDownKbit, bestD}, {Up, res.AloneUpKbit, bestU}} {
+					dev := float64(c.got-c.want) / float64(c.want)
+					t.Logf("%s: chosen %d, oracle %d (%+.2f %%), induced at choice %.2f ms", c.d, c.got, c.want, 100*dev, l.InducedMs(c.d, c.got))
+					if math.Abs(dev) > 0.03 {
+						t.Errorf("%s: chosen %d kbit/s, oracle %d: %.1f %% off (want within 3 %%)", c.d, c.got, c.want, 100*dev)
+					}
+				}
+				// Both loaded, the final pair meets the target in the
+				// noise-free model (within the noise margin), or tune said
+				// it could not.
+				both := l.QueueMs(Down, res.DownloadKbit) + l.QueueMs(Up, res.UploadKbit) + l.JitterMs*(math.Log(10)-math.Log(2))
+				t.Logf("both loaded at %d/%d: induced %.2f ms", res.DownloadKbit, res.UploadKbit, both)
+				if both > target+max(res.MarginDownMs, res.MarginUpMs) && len(res.Notes) == 0 {
+					t.Errorf("both loaded at %d/%d kbit/s: induced %.1f ms over the %.0f ms target, and no note", res.DownloadKbit, res.UploadKbit, both, target)
+				}
+				if float64(res.DownloadKbit) < 0.9*float64(res.AloneDownKbit) || float64(res.UploadKbit) < 0.9*float64(res.AloneUpKbit) {
+					t.Errorf("validation lowered %d/%d to %d/%d, more than 10 %%", res.AloneDownKbit, res.AloneUpKbit, res.DownloadKbit, res.UploadKbit)
+				}
+				if res.LineChanged {
+					t.Errorf("steady line reported as changed: %v", res.Notes)
+				}
+				if n := len(res.Points); n > 40 {
+					t.Errorf("%d points measured; the sweep should need far fewer", n)
+				}
+			})
+		}
+	}
+}
+
+// TestLineChange: a line that drops 20 % mid-run is reported.
+func TestLineChange(t *testing.T) {
+	l := *simLinks()["vdsl-ptm"]
+	l.Drift = func(n int) float64 {
+		if n > 8 {
+			return 0.8
+		}
+		return 1
+	}
+	res, err := Run(context.Background(), &l, Options{Now: l.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.LineChanged || !strings.Contains(strings.Join(res.Notes, "\n"), "line changed") {
+		t.Fatalf("line drop not reported: changed=%v notes=%q", res.LineChanged, res.Notes)
+	}
+	// The direction was measured again on the changed line: the choice
+	// fits the line as it is now (l.Drift still applies to the oracle).
+	if best := l.Best(Down, res.TargetMs); math.Abs(float64(res.AloneDownKbit-best)) > 0.03*float64(best) {
+		t.Errorf("download chosen %d kbit/s, oracle on the changed line %d", res.AloneDownKbit, best)
+	}
+	stale := 0
+	for _, p := range res.Points {
+		if p.Stale {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Error("no point marked stale after the line changed")
+	}
+}
+
+// TestNoRate: a path whose latency does not come from this link's queue
+// (huge jitter) cannot meet a tight target; tune says so instead of
+// choosing something.
+func TestNoRate(t *testing.T) {
+	l := *simLinks()["cable-100"]
+	l.JitterMs = 40
+	_, err := Run(context.Background(), &l, Options{TargetMs: 10, Now: l.Now})
+	if !errors.Is(err, ErrNoRate) {
+		t.Fatalf("err = %v, want ErrNoRate", err)
+	}
+}
+
+// TestValidationLowers: a slow upload's shaper queue and the download's
+// add up when both are loaded; validation then lowers or says so.
+func TestValidationBothLoaded(t *testing.T) {
+	l := *simLinks()["seed004-adsl"]
+	res, err := Run(context.Background(), &l, Options{TargetMs: 22, Now: l.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []Point
+	for _, p := range res.Points {
+		if p.Role == RoleValidate {
+			v = append(v, p)
+		}
+	}
+	if len(v) == 0 || v[0].Dir != Both || v[0].DownKbit == 0 || v[0].UpKbit == 0 {
+		t.Fatalf("no validation point with both directions shaped: %+v", v)
+	}
+	if !v[0].Pass && len(res.Notes) == 0 {
+		t.Fatalf("validation failed (%.1f ms) without a note", v[0].InducedMs)
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	for _, o := range []Options{{Profile: "fast"}, {TargetMs: -1}, {TargetMs: math.NaN()}, {Coarse: []float64{1, 0.5}}} {
+		l := *simLinks()["cable-100"]
+		if _, err := Run(context.Background(), &l, o); err == nil {
+			t.Errorf("%+v: no error", o)
+		} else if l.n != 0 {
+			t.Errorf("%+v: measured before refusing the options", o)
+		}
+	}
+}
+
+// TestDeterministic: the same seed gives the same run (golden files rely
+// on it).
+func TestDeterministic(t *testing.T) {
+	run := func() string {
+		l := *simLinks()["seed004-adsl"]
+		res, err := Run(context.Background(), &l, Options{Now: l.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%+v", *res)
+	}
+	if a, b := run(), run(); a != b {
+		t.Fatal("two runs with the same seed differ")
+	}
+}
