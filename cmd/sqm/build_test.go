@@ -24,7 +24,7 @@ func goTool(t *testing.T) string {
 // deps lists the sqm packages linked into cmd/sqm for goos and tags.
 func deps(t *testing.T, goTool, goos, tags string) []string {
 	t.Helper()
-	cmd := exec.Command(goTool, "list", "-deps", "-tags", tags, ".")
+	cmd := exec.Command(goTool, "list", "-buildvcs=false", "-deps", "-tags", tags, ".")
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
 	out, err := cmd.Output()
 	if err != nil {
@@ -100,7 +100,7 @@ func TestBuildTags(t *testing.T) {
 				}
 			}
 			bin := filepath.Join(dir, "sqm-"+strings.ReplaceAll(tt.tags, ",", "-"))
-			build := exec.Command(g, "build", "-tags", tt.tags, "-o", bin, ".")
+			build := exec.Command(g, "build", "-buildvcs=false", "-tags", tt.tags, "-o", bin, ".")
 			build.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("go build -tags %s: %v\n%s", tt.tags, err, out)
