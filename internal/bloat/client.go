@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -203,12 +204,19 @@ type client struct {
 	down, up    []float64
 }
 
+// note keeps each distinct note once: on an OS that cannot mark DSCP,
+// every marked stream's dial would otherwise repeat the same line.
 func (c *client) note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	c.mu.Lock()
-	c.notes = append(c.notes, s)
+	seen := slices.Contains(c.notes, s)
+	if !seen {
+		c.notes = append(c.notes, s)
+	}
 	c.mu.Unlock()
-	c.o.Logf("%s", s)
+	if !seen {
+		c.o.Logf("%s", s)
+	}
 }
 
 // Run runs one test against a server and returns its result. It returns an
