@@ -6,20 +6,24 @@
 # Sender and receiver are pinned to one CPU, where the veth's softirq
 # work also runs, so that CPU's busy time (user+system+irq+softirq from
 # /proc/stat) is the whole cost of moving the data, and the throughput is
-# the most that one core holds with the recipe in the path. The shaping
-# rate is set above what the core can carry (10 Gbit/s), so the numbers
-# are the per-packet cost of classifying, not of dropping.
+# the most that one core holds with the recipe in the path. By default the
+# shaping rate (RATE_KBIT) is above what the core can carry (10 Gbit/s),
+# so the numbers are the per-packet cost of classifying; with a rate the
+# core can carry (e.g. 1000000) the recipes shape (htb queues and
+# schedules on the IFB, codel_police marks or drops) and the cost of that
+# is in the numbers too.
 #
 # Recipes: none; codel_police flow-aware and flow-blind (cls_bpf); police
 # is not in this kernel (act_police: VM only, not measured here);
 # simplest/pfifo via IFB (htb + mirred redirect), the IFB path
 # htb+fq_codel/cake take on kernels that have them.
 #
-# usage: scripts/bench-cpu.sh [SECONDS] [RUNS] [CPU]     (as root)
+# usage: scripts/bench-cpu.sh [SECONDS] [RUNS] [CPU] [RATE_KBIT]   (as root)
 set -eu
 secs=${1:-5}
 runs=${2:-3}
 cpu=${3:-1}
+rate=${4:-10000000}
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/sqm-bench-cpu.XXXXXX)
 snd=sqmbs$$ rcv=sqmbr$$
@@ -59,7 +63,7 @@ apply() {
 config queue 'bench'
 	option enabled '1'
 	option interface 'r0'
-	option download '10000000'
+	option download '$rate'
 	option upload '0'
 	option script '$1'
 	option qdisc '$2'
