@@ -36,6 +36,9 @@ type Options struct {
 	Interval time.Duration
 	// Streams per direction in speedtest mode (default 5).
 	Streams int
+	// Only, in speedtest mode, runs just that direction's phase (DirDown
+	// or DirUp): sqm tune measures one direction per shaper rate.
+	Only string
 	// Network is "tcp" (default), "tcp4" or "tcp6" (-4/-6).
 	Network string
 	Secret  string
@@ -101,6 +104,12 @@ func (o *Options) defaults() error {
 	case ModeRRUL, ModeSpeedtest, ModeIdle:
 	default:
 		return fmt.Errorf("bloat: unknown mode %q; use rrul, speedtest or idle", o.Mode)
+	}
+	switch {
+	case o.Only != "" && o.Mode != ModeSpeedtest:
+		return fmt.Errorf("bloat: a single direction (%q) is a speedtest-mode option", o.Only)
+	case o.Only != "" && o.Only != DirDown && o.Only != DirUp:
+		return fmt.Errorf("bloat: direction %q is not %q or %q", o.Only, DirDown, DirUp)
 	}
 	if o.Duration <= 0 {
 		o.Duration = 60 * time.Second
@@ -174,8 +183,12 @@ func schedule(o *Options) []plannedPhase {
 		add("load", o.Duration, o.Streams, o.Streams)
 	case ModeSpeedtest:
 		add("idle-before", o.Idle, 0, 0)
-		add("download", o.Duration, o.Streams, 0)
-		add("upload", o.Duration, 0, o.Streams)
+		if o.Only != DirUp {
+			add("download", o.Duration, o.Streams, 0)
+		}
+		if o.Only != DirDown {
+			add("upload", o.Duration, 0, o.Streams)
+		}
 	}
 	add("idle-after", o.Idle, 0, 0)
 	return ph
