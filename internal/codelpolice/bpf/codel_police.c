@@ -326,7 +326,9 @@ int codel_police(struct __sk_buff *skb)
 				// Resume near the last episode's rate if it ended recently.
 				__u32 delta = st->count - st->lastcount;
 				__u32 c = 1;
-				if (delta > 1 && now - st->signal_next < 16 * cfg->interval_ns)
+				// Signed: a next signal still in the future counts
+				// as recent, as in CoDel.
+				if (delta > 1 && (long long)(now - st->signal_next) < (long long)(16 * cfg->interval_ns))
 					c = delta;
 				st->count = c;
 				st->rec_inv_sqrt = c == 1 ? 0xffff : newton(st->rec_inv_sqrt, c);
