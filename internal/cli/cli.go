@@ -43,7 +43,7 @@ func commands() []*command {
 	return []*command{
 		cmdStart(), cmdStop(), cmdRestart(), cmdReload(), cmdStatus(), cmdPlan(), cmdApply(),
 		cmdDaemon(), cmdPasswd(),
-		cmdServer(), cmdTest(), cmdLab(),
+		cmdServer(), cmdTest(), cmdTune(), cmdLab(),
 		cmdVersion(),
 	}
 }

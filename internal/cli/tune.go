@@ -1,0 +1,387 @@
+//go:build linux && !sqm_notest
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/config"
+	"sqm/internal/plot"
+	"sqm/internal/service"
+	"sqm/internal/stats"
+	"sqm/internal/tune"
+	"sqm/internal/units"
+)
+
+func cmdTune() *command {
+	var (
+		section, profile, plotFile    string
+		target                        float64
+		point, idle                   time.Duration
+		jsonOut, write, quiet, v4, v6 bool
+		secret, iperf3Addr            string
+		irttAddr, irttHMAC, irttFile  string
+		noICMP                        bool
+		streams                       int
+	)
+	return &command{
+		name:    "tune",
+		summary: "find the shaper rates that keep latency low at the most throughput, and draw the trade-off",
+		usage:   "sqm tune [--config FILE] [--section NAME] [--profile gaming|balanced|throughput | --target MS] [--duration D] [--json] [--plot F.svg|F.png] [--write] HOST[:PORT] | --iperf3 HOST[:PORT]",
+		help: `Run on the machine that shapes. Measures against a server as 'sqm test'
+does, changing the shaping of the section's interface as it goes:
+
+  1. idle latency (--idle);
+  2. each direction with shaping lifted: the line's goodput and its bloat;
+  3. a coarse sweep of shaper rates per direction, then bisection around
+     the rate where latency breaks; the highest rate still under the target
+     near the knee is measured again, to notice a line that changed (the
+     direction is then measured once more) and to size a noise margin;
+  4. the chosen pair with both directions loaded at once, lowered together
+     (at most 10 %) if the two shapers' queues add up over the target.
+
+Induced latency is the 90th percentile under load minus the idle median.
+Targets: --profile gaming (10 ms), balanced (30 ms, the default),
+throughput (60 ms), or --target MS. Each point loads for --duration
+(default 10s); a run takes about 25 to 35 points.
+
+The shaping the interface had before is put back at the end, on an error,
+and on Ctrl-C. --write puts the chosen download and upload into the
+section of the config file, changing nothing else in it (comments, order
+and options sqm does not know are kept byte for byte), and applies it;
+otherwise the 'uci set' commands are printed. The link layer and overhead
+stay as configured.
+
+Example (seed 004's ADSL line):
+
+  $ sqm tune --section wan --plot tune.svg 192.0.2.7
+  ...
+  chosen: download 7000 kbit/s, upload 830 kbit/s`,
+		flags: func(fs *flag.FlagSet) {
+			configFlag(fs)
+			stateDirFlag(fs)
+			fs.StringVar(&section, "section", "", "the config `section` to tune (default: the only enabled one)")
+			fs.StringVar(&profile, "profile", "", "latency target by use: gaming (10 ms), balanced (30 ms) or throughput (60 ms)")
+			fs.Float64Var(&target, "target", 0, "induced-latency target in `ms` (instead of --profile)")
+			units.DurationVar(fs, &point, "duration", 10*time.Second, "load time of each measured rate")
+			units.DurationVar(fs, &idle, "idle", 10*time.Second, "idle baseline length")
+			fs.BoolVar(&jsonOut, "json", false, `print the "tune" JSON object instead of the table`)
+			fs.StringVar(&plotFile, "plot", "", "also draw the trade-off curve to `file` (.svg or .png)")
+			fs.BoolVar(&write, "write", false, "write the chosen rates into the config file and apply them")
+			fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+			fs.BoolVar(&v4, "4", false, "use IPv4 only")
+			fs.BoolVar(&v6, "6", false, "use IPv6 only")
+			fs.StringVar(&secret, "secret", "", "the server's shared secret")
+			fs.StringVar(&iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]`, instead of an 'sqm server'")
+			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]`")
+			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server; prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
+			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file`")
+			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
+			fs.IntVar(&streams, "streams", 5, "TCP streams per direction")
+		},
+		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			addr := ""
+			switch {
+			case iperf3Addr != "" && len(args) > 0:
+				return usageError("--iperf3 names the load server; give no HOST[:PORT] argument too (got %q)", args)
+			case iperf3Addr == "" && len(args) != 1:
+				return usageError("tune needs exactly one server, HOST[:PORT] or --iperf3 HOST[:PORT]; got %d arguments", len(args))
+			case iperf3Addr == "":
+				addr = args[0]
+			}
+			if profile != "" && target != 0 {
+				return usageError("--profile and --target exclude each other")
+			}
+			o := tune.Options{Profile: profile, TargetMs: target}
+			if _, err := o.Target(); err != nil {
+				return usageError("%v", strings.TrimPrefix(err.Error(), "tune: "))
+			}
+			if point < time.Second || idle < time.Second {
+				return usageError("--duration %v / --idle %v: give at least 1s each", point, idle)
+			}
+			if streams < 1 || streams > 64 {
+				return usageError("--streams %d outside 1..64", streams)
+			}
+			if v4 && v6 {
+				return usageError("-4 and -6 exclude each other")
+			}
+			if plotFile != "" {
+				if ext := strings.ToLower(filepath.Ext(plotFile)); ext != ".svg" && ext != ".png" {
+					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
+				}
+			}
+			bo := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Secret: secret, NoICMP: noICMP, Streams: streams}
+			if err := irttOptions(env, &bo, irttAddr, irttHMAC, irttFile); err != nil {
+				return err
+			}
+			if v4 {
+				bo.Network = "tcp4"
+			} else if v6 {
+				bo.Network = "tcp6"
+			}
+			cfgPath := flagString(fs, "config")
+			qs, err := loadConfig(env, cfgPath)
+			if err != nil {
+				return err
+			}
+			q, err := tuneSection(qs, section)
+			if err != nil {
+				return err
+			}
+			o.Linklayer, o.Overhead = q.LinkLayer, q.Overhead
+			if !quiet {
+				o.Progress = func(s string) { fmt.Fprintf(env.Stderr, "sqm tune: %s\n", s) }
+			}
+			link, err := openTuneLink(env, fs, q, bo, point, idle)
+			if err != nil {
+				return err
+			}
+			defer link.close()
+			o.Now = link.now
+			res, err := tune.Run(ctx, link, o)
+			// Put back what was there, whatever happened, with the
+			// shaping's own bookkeeping (not the run's cancelled context).
+			applied := false
+			if err == nil && write {
+				if err = writeTuned(cfgPath, q.Name, res); err == nil {
+					nq := q
+					nq.Download, nq.Upload = uint64(res.DownloadKbit), uint64(res.UploadKbit)
+					if q.Enabled {
+						if aerr := link.apply(nq); aerr != nil {
+							fmt.Fprintf(env.Stderr, "sqm tune: wrote %s but applying it failed: %v\n", cfgPath, aerr)
+						} else {
+							applied = true
+						}
+					}
+				}
+			}
+			if !applied {
+				if rerr := link.restore(); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("restoring the shaping of %s: %w", q.Interface, rerr))
+				} else if !quiet {
+					fmt.Fprintf(env.Stderr, "sqm tune: shaping of %s restored\n", q.Interface)
+				}
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: %w", err)
+				}
+				return err
+			}
+			if plotFile != "" {
+				if err := writeTradeoff(plotFile, res, q); err != nil {
+					return err
+				}
+			}
+			if jsonOut {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			if err := tune.WriteTable(env.Stdout, res); err != nil {
+				return err
+			}
+			switch {
+			case write && applied:
+				fmt.Fprintf(env.Stdout, "\nwrote %s (section %s) and applied it\n", cfgPath, q.Name)
+			case write:
+				fmt.Fprintf(env.Stdout, "\nwrote %s (section %s; not enabled, so not applied)\n", cfgPath, q.Name)
+			default:
+				fmt.Fprintf(env.Stdout, "\nto keep these rates: sqm tune --write, or on OpenWrt\n%s", res.UCICommands(strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath)), q.Name))
+			}
+			if plotFile != "" {
+				fmt.Fprintf(env.Stdout, "wrote %s\n", plotFile)
+			}
+			return nil
+		},
+	}
+}
+
+// tuneSection is the section named, or the only enabled one.
+func tuneSection(qs []config.Queue, name string) (config.Queue, error) {
+	var names []string
+	for _, q := range qs {
+		if name != "" && q.Name == name {
+			if q.Interface == "" {
+				return q, fmt.Errorf("section %s (%s) names no interface", q.Name, q.Pos)
+			}
+			return q, nil
+		}
+		names = append(names, q.Name)
+	}
+	if name != "" {
+		return config.Queue{}, usageError("no queue section %q in the config (it has: %s)", name, strings.Join(names, ", "))
+	}
+	eff, _ := config.Effective(qs)
+	if len(eff) != 1 {
+		return config.Queue{}, usageError("%d enabled queue sections; name one with --section (sections: %s)", len(eff), strings.Join(names, ", "))
+	}
+	return eff[0], nil
+}
+
+// writeTuned puts the rates into the config file, replacing it atomically
+// with the same permissions.
+func writeTuned(path, section string, res *tune.Result) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	out, err := res.WriteConfig(path, src, section)
+	if err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tune-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func writeTradeoff(path string, res *tune.Result, q config.Queue) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	title := fmt.Sprintf("sqm tune | %s (section %s) | %s %+d", q.Interface, q.Name, q.LinkLayer, q.Overhead)
+	if err := plot.WriteTradeoff(f, path, tune.Tradeoff(res, title)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// tuneLink is the shaped interface and the tester: tune.Measurer plus
+// what the command needs around a run.
+type tuneLink interface {
+	tune.Measurer
+	now() time.Time
+	apply(q config.Queue) error // shape as q says, recorded like a start
+	restore() error             // the shaping from before the run
+	close()
+}
+
+// openTuneLink opens the real link; tests replace it.
+var openTuneLink = func(env *Env, fs *flag.FlagSet, q config.Queue, bo bloat.Options, point, idle time.Duration) (tuneLink, error) {
+	s, err := openSession(env, fs)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := s.svc.Store.Load(q.Interface)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return &realTuneLink{s: s, q: q, prev: prev, bo: bo, point: point, idle: idle, settle: 2 * time.Second}, nil
+}
+
+// realTuneLink shapes through the service (so state and `sqm status` stay
+// true during the run) and measures with internal/bloat. It holds the
+// state lock for the whole run: nothing else should change the shaping
+// under a sweep.
+type realTuneLink struct {
+	s           *session
+	q           config.Queue
+	prev        *service.State // nil: the interface was not shaped
+	bo          bloat.Options
+	point, idle time.Duration
+	settle      time.Duration
+}
+
+func (l *realTuneLink) now() time.Time { return time.Now() }
+func (l *realTuneLink) close()         { l.s.close() }
+
+func (l *realTuneLink) source() string {
+	if l.prev != nil {
+		return l.prev.Source
+	}
+	return l.s.source
+}
+
+func (l *realTuneLink) apply(q config.Queue) error {
+	q.Enabled = true
+	_, err := l.s.svc.Start([]config.Queue{q}, l.source(), service.PrepareOptions{Ifaces: []string{q.Interface}}, true)
+	return err
+}
+
+func (l *realTuneLink) Shape(ctx context.Context, sh tune.Shaping) error {
+	var err error
+	if sh.DownKbit == 0 && sh.UpKbit == 0 {
+		_, err = l.s.svc.Stop(service.StopOptions{Ifaces: []string{l.q.Interface}})
+	} else {
+		q := l.q
+		q.Download, q.Upload = uint64(sh.DownKbit), uint64(sh.UpKbit)
+		err = l.apply(q)
+	}
+	if err != nil {
+		return err
+	}
+	// Let the queue the last point left drain before measuring.
+	select {
+	case <-time.After(l.settle):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *realTuneLink) restore() error {
+	if l.prev == nil {
+		_, err := l.s.svc.Stop(service.StopOptions{Ifaces: []string{l.q.Interface}})
+		return err
+	}
+	_, err := l.s.svc.Start([]config.Queue{l.prev.Queue}, l.prev.Source, service.PrepareOptions{Ifaces: []string{l.q.Interface}}, true)
+	return err
+}
+
+func (l *realTuneLink) Idle(ctx context.Context) (stats.Summary, error) {
+	o := l.bo
+	o.Mode, o.Duration = bloat.ModeIdle, l.idle
+	r, err := bloat.Run(ctx, o)
+	if err != nil {
+		return stats.Summary{}, err
+	}
+	return r.Idle, nil
+}
+
+func (l *realTuneLink) Load(ctx context.Context, d tune.Dir) (tune.Measurement, error) {
+	o := l.bo
+	o.Duration, o.Idle = l.point, -1
+	switch d {
+	case tune.Both:
+		o.Mode = bloat.ModeRRUL
+	case tune.Down:
+		o.Mode, o.Only = bloat.ModeSpeedtest, bloat.DirDown
+	case tune.Up:
+		o.Mode, o.Only = bloat.ModeSpeedtest, bloat.DirUp
+	}
+	r, err := bloat.Run(ctx, o)
+	if err != nil {
+		return tune.Measurement{}, err
+	}
+	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Latency: r.Loaded}, nil
+}
