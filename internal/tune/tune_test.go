@@ -174,3 +174,32 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal("two runs with the same seed differ")
 	}
 }
+
+// TestOracle: the stepped sweep finds the simulated line's best rate to
+// within its step, and tune's choice is within 3 % of it.
+func TestOracle(t *testing.T) {
+	for _, name := range []string{"seed004-adsl", "vdsl-ptm", "fibre-eth-gradual"} {
+		l := *simLinks()[name]
+		res, err := Run(context.Background(), &l, Options{Now: l.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := Oracle(context.Background(), &l, res, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			d             Dir
+			oracle, tuned int
+		}{{Down, o.DownloadKbit, res.AloneDownKbit}, {Up, o.UploadKbit, res.AloneUpKbit}} {
+			best := l.Best(c.d, res.TargetMs)
+			t.Logf("%s %s: oracle %d, tune %d, model best %d", name, c.d, c.oracle, c.tuned, best)
+			if math.Abs(float64(c.oracle-best)) > 0.011*float64(best) {
+				t.Errorf("%s %s: oracle %d, model best %d: more than one 1 %% step apart", name, c.d, c.oracle, best)
+			}
+			if math.Abs(float64(c.tuned-c.oracle)) > 0.03*float64(c.oracle) {
+				t.Errorf("%s %s: tune %d is more than 3 %% from the oracle %d", name, c.d, c.tuned, c.oracle)
+			}
+		}
+	}
+}
