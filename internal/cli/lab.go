@@ -29,7 +29,7 @@ func cmdLab() *command {
 		summary: "emulated bloated link in namespaces; measures it without and with sqm",
 		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
 			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
-			"               [--plot PREFIX] [--json] [--vm]",
+			"               [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]",
 		help: `Builds client -- router -- isp -- server network namespaces joined by veth
 pairs. The isp namespace plays a bloated modem: netem with the line rate, half
 the base RTT as delay each way and a deep FIFO (--buffer packets). With
@@ -74,6 +74,8 @@ Example:
 			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg")
 			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
 			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
+			fs.Bool("tune", false, "run 'sqm tune' on the emulated link instead (each rate loaded for --duration, default 6s here), then the oracle's 1 % sweep and a test at the chosen rates")
+			fs.Float64("target", 0, "with --tune: induced-latency target in `ms` (default: the balanced profile's)")
 		},
 		run: runLab,
 	}
@@ -91,6 +93,9 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 	opts, err := labOptions(fs, str)
 	if err != nil {
 		return err
+	}
+	if get("tune").Get().(bool) {
+		return runLabTune(ctx, env, fs, opts)
 	}
 	start := time.Now()
 	opts.Progress = func(phase string) {
@@ -225,6 +230,12 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		}
 	}
 	d := fs.Lookup("duration").Value.(flag.Getter).Get().(time.Duration)
+	timeout := 4*d + 3*time.Minute
+	if fs.Lookup("tune").Value.String() == "true" {
+		// tune and the oracle: about 60 loaded points, each with a
+		// second to settle and the tester's setup.
+		timeout = 80*labTunePoint(fs) + 5*time.Minute
+	}
 	code, err := vm.Run(ctx, vm.Config{
 		Command: inner,
 		Env:     []string{labResultEnv + "=" + vm.GuestOutDir + "/result"},
@@ -239,7 +250,7 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		// a quiet host. A guest soft lockup panics the VM within about
 		// 20 s (see internal/vm); this bound is for a hang the lockup
 		// detector does not see (a wedged command).
-		Timeout: 4*d + 3*time.Minute,
+		Timeout: timeout,
 	})
 	if err != nil {
 		return fmt.Errorf("lab --vm: %w", err)
@@ -251,7 +262,7 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("lab --vm: the lab inside the VM left no result: %w", err)
 	}
-	if plot != "" {
+	if plot != "" && fs.Lookup("tune").Value.String() != "true" {
 		for _, s := range []string{"-before.svg", "-after.svg"} {
 			if err := copyFile(filepath.Join(share, "plot"+s), plot+s, 0o644); err != nil {
 				return fmt.Errorf("lab --vm: fetch plot: %w", err)

@@ -1,0 +1,171 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/config"
+	"sqm/internal/plan"
+	"sqm/internal/stats"
+	"sqm/internal/tune"
+)
+
+// TuneReport is `sqm lab --tune --json` (issue 12's output contract):
+// the emulated link, tune's result, the oracle's stepped sweep, and a test
+// at the chosen rates shaped like `sqm lab --json`'s "after".
+type TuneReport struct {
+	Link    LinkReport         `json:"link"`
+	Tune    *tune.Result       `json:"tune"`
+	Oracle  *tune.OracleResult `json:"oracle"`
+	After   *bloat.Result      `json:"after"`
+	Shaping ShapingReport      `json:"shaping"`
+}
+
+// Tune builds the lab as Run does, runs tune on the emulated link through
+// the router's shaping (tune is told neither rates nor buffer; the
+// shaper's framing follows o.Shaping, by default the link's, since
+// link-layer detection is not part of tune yet), then the oracle, then a
+// test at the chosen rates. o.Duration is the load time of each point.
+func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64) (rep *TuneReport, err error) {
+	link, err := o.Link.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	o.Link = link
+	if o.Idle == 0 {
+		o.Idle = 3 * time.Second
+	}
+	q, src, err := o.Shaping.queue(link, wanDev)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKernel(q.Qdisc); err != nil {
+		return nil, err
+	}
+	o.progress("building namespaces client, router, isp, server")
+	t, err := newTopology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		o.progress("removing namespaces")
+		if cerr := t.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	down, up := link.Modems()
+	o.progress("emulating the modem: %s down / %s up, %v delay each way, %d-packet FIFO, %s framing",
+		FormatRate(link.DownBits), FormatRate(link.UpBits), down.Delay, link.Buffer, link.LinkLayer)
+	if err := t.modem(down, up); err != nil {
+		return nil, err
+	}
+	srv, err := t.startServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+
+	rep = &TuneReport{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
+	eff := link.Efficiency()
+	rep.Link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
+	rep.Link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6
+
+	m := &labMeasurer{t: t, q: *q, o: &o}
+	defer func() {
+		if uerr := m.unshape(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	to.Linklayer, to.Overhead = q.LinkLayer, q.Overhead
+	to.Progress = func(s string) { o.progress("tune: %s", s) }
+	if rep.Tune, err = tune.Run(ctx, m, to); err != nil {
+		return rep, err
+	}
+	o.progress("oracle: %g %% steps around the choice", oracleStepPct)
+	to.Progress = nil
+	if rep.Oracle, err = tune.Oracle(ctx, m, rep.Tune, oracleStepPct); err != nil {
+		return rep, err
+	}
+	s := tune.Shaping{DownKbit: rep.Tune.DownloadKbit, UpKbit: rep.Tune.UploadKbit}
+	if err := m.Shape(ctx, s); err != nil {
+		return rep, err
+	}
+	o.progress("measuring at the chosen %d/%d kbit/s (%s, %v load)", s.DownKbit, s.UpKbit, o.Mode, o.Duration)
+	if rep.After, err = t.measure(ctx, &o, "tuned"); err != nil {
+		return rep, err
+	}
+	sq := m.q
+	sq.Download, sq.Upload = uint64(s.DownKbit), uint64(s.UpKbit)
+	rep.Shaping = ShapingReport{Interface: wanDev, Script: sq.Script, Qdisc: sq.Qdisc,
+		DownloadKbit: sq.Download, UploadKbit: sq.Upload, LinkLayer: sq.LinkLayer, Overhead: sq.Overhead,
+		Source: src, Plan: m.plan}
+	return rep, nil
+}
+
+// labMeasurer is tune.Measurer on the lab: sqm's shaping on the router's
+// WAN veth, the tester from the client namespace.
+type labMeasurer struct {
+	t    *topology
+	q    config.Queue
+	o    *Options
+	undo func() error
+	plan *plan.Plan
+}
+
+func (m *labMeasurer) unshape() error {
+	if m.undo == nil {
+		return nil
+	}
+	err := m.undo()
+	m.undo = nil
+	return err
+}
+
+func (m *labMeasurer) Shape(ctx context.Context, s tune.Shaping) error {
+	if err := m.unshape(); err != nil {
+		return err
+	}
+	if s.DownKbit != 0 || s.UpKbit != 0 {
+		q := m.q
+		q.Download, q.Upload = uint64(s.DownKbit), uint64(s.UpKbit)
+		p, undo, err := m.t.shape(&q)
+		if err != nil {
+			return err
+		}
+		m.undo, m.plan = undo, p
+	}
+	// Let the modem's FIFO drain what the last point left in it.
+	select {
+	case <-time.After(time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *labMeasurer) Idle(ctx context.Context) (s stats.Summary, err error) {
+	r, err := bloat.Run(ctx, bloat.Options{Addr: serverIP, Mode: bloat.ModeIdle, Duration: 5 * time.Second, Enter: m.t.client.Do})
+	if err != nil {
+		return s, fmt.Errorf("lab: idle baseline: %w", err)
+	}
+	return r.Idle, nil
+}
+
+func (m *labMeasurer) Load(ctx context.Context, d tune.Dir) (tune.Measurement, error) {
+	o := bloat.Options{Addr: serverIP, Duration: m.o.Duration, Idle: -1, Enter: m.t.client.Do}
+	switch d {
+	case tune.Both:
+		o.Mode = bloat.ModeRRUL
+	case tune.Down:
+		o.Mode, o.Only = bloat.ModeSpeedtest, bloat.DirDown
+	default:
+		o.Mode, o.Only = bloat.ModeSpeedtest, bloat.DirUp
+	}
+	r, err := bloat.Run(ctx, o)
+	if err != nil {
+		return tune.Measurement{}, fmt.Errorf("lab: measure %s: %w", d, err)
+	}
+	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Latency: r.Loaded}, nil
+}
