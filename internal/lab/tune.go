@@ -136,13 +136,31 @@ func (m *labMeasurer) Shape(ctx context.Context, s tune.Shaping) error {
 		}
 		m.undo, m.plan = undo, p
 	}
-	// Let the modem's FIFO drain what the last point left in it.
-	select {
-	case <-time.After(time.Second):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	// Let the modem's FIFOs drain what the last point left in them (on a
+	// slow line behind a deep FIFO that takes seconds, and a point that
+	// starts on a full queue measures the previous rate); at least a
+	// second, at most 30.
+	for i := 0; ; i++ {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if i >= 29 || m.modemBacklog() == 0 {
+			return nil
+		}
 	}
+}
+
+// modemBacklog is the packets queued in the emulated modem.
+func (m *labMeasurer) modemBacklog() uint32 {
+	var n uint32
+	for _, d := range m.t.status(m.t.isp, ispDown, ispUp) {
+		for _, q := range d.Qdiscs {
+			n += q.BacklogPackets
+		}
+	}
+	return n
 }
 
 func (m *labMeasurer) Idle(ctx context.Context) (s stats.Summary, err error) {
