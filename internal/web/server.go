@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
-	"sqm/internal/service"
 )
 
 // Server is the page and its API. The daemon fills in the functions; tests
@@ -38,8 +37,9 @@ type Server struct {
 	// Status returns the page's view of the queues (JSON-encodable):
 	// `sqm status --json`'s document plus what the daemon knows.
 	Status func(ctx context.Context) (any, error)
-	// Apply has the daemon reload the config file and reports what it did.
-	Apply func(ctx context.Context) ([]service.Outcome, error)
+	// Apply has the daemon reload the config file and reports what it did,
+	// one line per interface.
+	Apply func(ctx context.Context) ([]string, error)
 	// Test runs a bufferbloat test; bloat.Run when nil.
 	Test func(ctx context.Context, o bloat.Options) (*bloat.Result, error)
 	// TestServer is the default test server (host[:port]) the form shows.
