@@ -109,4 +109,3 @@ func selectStates(states []*service.State, ifaces []string, dir string) ([]*serv
 	}
 	return out, errors.Join(errs...)
 }
-
