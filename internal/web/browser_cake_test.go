@@ -124,9 +124,9 @@ func TestBrowserCake(t *testing.T) {
 		}
 	}
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	do("log in", chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(css("#login-form")),
+	do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
 		chromedp.SendKeys(css("#password"), adminPass), chromedp.Click(css("#login-form button")),
-		chromedp.WaitVisible(css(`.queue[data-device="eth1"] table.tins`)))
+		waitVisible(`.queue[data-device="eth1"] table.tins`))
 	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.queue table.tins')].map(t => [...t.querySelectorAll('thead th')].map(th => th.textContent).join('|'))`))
 	must(t, err)
 	if len(heads) != 2 || heads[0] != "|Bulk|Best effort|Voice" || heads[1] != "|Bulk|Best effort|Video|Voice" {
@@ -141,13 +141,13 @@ func TestBrowserCake(t *testing.T) {
 
 	form := `form[data-section="wan"]`
 	do("cake controls and a preset",
-		chromedp.WaitVisible(css(form+` [data-cake="diffserv"]`)),
+		waitVisible(form+` [data-cake="diffserv"]`),
 		jsDo(`(() => { const f = document.querySelector('`+form+`');
 			const set = (sel, v) => { const e = f.querySelector(sel); e.value = v; e.dispatchEvent(new Event('change', {bubbles: true})); };
 			set('[data-cake=diffserv]', 'diffserv4'); set('[data-cake=isolation]', 'dual-nat'); set('[data-cake=ack]', 'ack-filter');
 			set('[data-preset]', 'docsis'); return true; })()`),
 		chromedp.Click(css(form+` button[type="submit"]`)),
-		chromedp.WaitVisible(css(form+` .ok-msg`)))
+		waitVisible(form+` .ok-msg`))
 	b, _ := os.ReadFile(cfg)
 	for _, want := range []string{
 		"option eqdisc_opts 'memlimit 32mb diffserv4 nat dual-srchost ack-filter'   # keep: not one of the page's words",
@@ -165,13 +165,13 @@ func TestBrowserCake(t *testing.T) {
 	// Add a queue section from the page, then remove it (two clicks).
 	before, _ := os.ReadFile(cfg)
 	do("add a queue", chromedp.SendKeys(css("#add-name"), "lte"), chromedp.Click(css("#add-form button")),
-		chromedp.WaitVisible(css(`form[data-section="lte"]`)))
+		waitVisible(`form[data-section="lte"]`))
 	if b, _ := os.ReadFile(cfg); string(b) != string(before)+"\nconfig queue 'lte'\n\toption enabled '0'\n" {
 		t.Errorf("after adding lte:\n%s", b)
 	}
 	shot(ctx, t, shots, "cake-added-queue-desktop")
 	lte := `form[data-section="lte"] [data-remove]`
-	do("remove it", chromedp.Click(css(lte)), chromedp.WaitVisible(css(`form[data-section="lte"] [data-remove][data-armed="1"]`)),
+	do("remove it", chromedp.Click(css(lte)), waitVisible(`form[data-section="lte"] [data-remove][data-armed="1"]`),
 		chromedp.Click(css(lte)), chromedp.WaitNotPresent(css(`form[data-section="lte"]`)))
 	if b, _ := os.ReadFile(cfg); string(b) != string(before) {
 		t.Errorf("after removing lte:\n%s\nwant:\n%s", b, before)

@@ -165,9 +165,12 @@ func TestBrowser(t *testing.T) {
 			fail(what, err)
 		}
 	}
+	// text and visible look elements up inside one JavaScript evaluation:
+	// the status card is rebuilt every second, and a node chromedp found
+	// in one round trip may be gone by the next.
 	text := func(sel string) string {
 		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(e => e ? e.textContent : '<missing>')(document.querySelector(%q))`, sel)))
 		if err != nil {
 			fail("text of "+sel, err)
 		}
@@ -199,7 +202,7 @@ func TestBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		}
 	}
-	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+	visible := func(sel string) chromedp.Action[chromedp.Void] { return waitVisible(sel) }
 
 	// Log in with a wrong password, then the right one.
 	do("wrong password",
@@ -249,6 +252,7 @@ func TestBrowser(t *testing.T) {
 	// An invalid overhead: an inline error, nothing written or applied.
 	form := `form[data-section="wan"]`
 	do("invalid overhead",
+		visible(form+` [data-opt="overhead"]`),
 		setv(form+` [data-opt="overhead"]`, "abc"),
 		chromedp.Click(chromedp.CSS(form+` button[type="submit"]`)),
 		visible(form+` [data-err="overhead"]:not(:empty)`))
@@ -383,6 +387,18 @@ func TestBrowser(t *testing.T) {
 		visible(card), visible(form))
 	if !truth(`document.querySelector('form[data-section="wan"] button[type=submit]').disabled`) {
 		t.Error("read-only login can press save")
+	}
+}
+
+// waitVisible waits until an element matching sel is rendered.
+func waitVisible(sel string) chromedp.Action[chromedp.Void] {
+	js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden')`, sel)
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
+		if err != nil {
+			err = fmt.Errorf("waiting for %s to be visible: %w", sel, err)
+		}
+		return chromedp.Void{}, err
 	}
 }
 

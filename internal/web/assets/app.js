@@ -44,6 +44,11 @@ async function api(method, path, body) {
 
 function showLogin() {
   stopTimers();
+  // Nothing of the last session stays in the page: the next login may be
+  // a read-only one, and must not see forms built for an admin.
+  $('queues').textContent = ''; $('forms').textContent = '';
+  $('t-result').hidden = true; $('t-progress').hidden = true;
+  config = null;
   $('app').hidden = true; $('nav').hidden = true; $('logout').hidden = true;
   $('who').textContent = '';
   $('login').hidden = false;
@@ -563,12 +568,12 @@ async function saveSection(form, sec) {
   const r = await api('POST', '/api/config', { section: sec.ref, set });
   btn.disabled = false;
   if (r.ok) {
-    status.className = 'ok-msg';
-    status.textContent = 'Saved and applied' + (r.data.outcomes && r.data.outcomes.length ? ': ' + r.data.outcomes.join('; ') : '.');
-    const keepMsg = status.textContent;
+    // The forms are rebuilt from the file as written; the message goes on
+    // the new form, so it appears once the page shows the saved state.
+    const msg = 'Saved and applied' + (r.data.outcomes && r.data.outcomes.length ? ': ' + r.data.outcomes.join('; ') : '.');
     await loadConfig();
     const nf = document.querySelector(`form[data-section="${CSS.escape(sec.ref)}"] [data-save-status]`);
-    if (nf) { nf.className = 'ok-msg'; nf.textContent = keepMsg; }
+    if (nf) { nf.className = 'ok-msg'; nf.textContent = msg; }
     loadStatus();
     return;
   }
