@@ -89,6 +89,22 @@ func TestOpenWrtPackage(t *testing.T) {
 			t.Errorf("dist/openwrt/Makefile lacks %q", want)
 		}
 	}
+	// The router build's tags must be ones the code knows: a misspelt tag
+	// would silently build the full binary into a router image.
+	tags := ""
+	for _, line := range strings.Split(mk, "\n") {
+		if v, ok := strings.CutPrefix(line, "GO_PKG_TAGS:="); ok {
+			tags = v
+		}
+	}
+	if tags == "" {
+		t.Errorf("dist/openwrt/Makefile sets no GO_PKG_TAGS (the router build)")
+	}
+	for _, tag := range strings.FieldsFunc(tags, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !buildTagUsed(t, "../../internal/cli", tag) {
+			t.Errorf("GO_PKG_TAGS names %q, which no internal/cli file's build constraint uses", tag)
+		}
+	}
 	// The module path it builds must be go.mod's.
 	gomod, err := os.ReadFile("../../go.mod")
 	if err != nil {
@@ -106,4 +122,29 @@ func TestOpenWrtPackage(t *testing.T) {
 	if QdiscDir != "/var/run/sqm/available_qdiscs" || RecipeDir != "/usr/lib/sqm" {
 		t.Errorf("QdiscDir %s, RecipeDir %s: not where luci-app-sqm reads", QdiscDir, RecipeDir)
 	}
+}
+
+// buildTagUsed reports whether a //go:build line of a Go file in dir names tag.
+func buildTagUsed(t *testing.T, dir, tag string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if c, ok := strings.CutPrefix(line, "//go:build "); ok {
+				for _, w := range strings.FieldsFunc(c, func(r rune) bool { return strings.ContainsRune("!&|() ", r) }) {
+					if w == tag {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
