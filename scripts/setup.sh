@@ -36,9 +36,11 @@
 #                      rpm tests run `sqm test --rpm` against (internal/rpm)
 #   chromium           headless browser for internal/web's page tests
 #                      (driven with chromedp; a test-only dependency)
+#   fonts-liberation   chromium's fonts are only a Recommends: without them
+#                      the page tests' screenshots show no readable text
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium"
+pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
 
 missing=""
 for p in $pkgs; do
