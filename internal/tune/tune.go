@@ -253,7 +253,11 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 	if p.Pass {
 		verdict = "ok"
 	}
-	r.progress("%-9s %-4s %-16s goodput %8.0f kbit/s  p90 %7.1f ms  induced %7.1f ms  %s", role, dir, rate, p.Goodput(), p.Latency.P90Ms, p.InducedMs, verdict)
+	good := fmt.Sprintf("%.0f", p.Goodput())
+	if dir == Both {
+		good = fmt.Sprintf("%.0f/%.0f", p.GoodputDownKbit, p.GoodputUpKbit)
+	}
+	r.progress("%-9s %-4s %-16s goodput %9s kbit/s  p90 %7.1f ms  induced %7.1f ms  %s", role, dir, rate, good, p.Latency.P90Ms, p.InducedMs, verdict)
 	return p, nil
 }
 
