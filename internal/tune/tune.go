@@ -439,9 +439,10 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 		r.res.LineChanged = true
 		r.note("%s: the line changed during the run: at %d kbit/s goodput was %.0f then %.0f kbit/s", d, ref.Rate(), g0, g1)
 		return 0, true, nil
-	case !again.Pass:
-		// Same goodput, latency now over the target: the line's rate fell
-		// below the reference while the shaper still fills it.
+	case again.InducedMs > r.target && again.InducedMs > 2*ref.InducedMs+minMarginMs:
+		// Same goodput, latency now well over the target: the line's rate
+		// fell below the reference while the shaper still fills it. (A
+		// repeat just over the target is noise, which the margin absorbs.)
 		r.res.LineChanged = true
 		r.note("%s: the line changed during the run: at %d kbit/s induced latency was %.1f then %.1f ms", d, ref.Rate(), ref.InducedMs, again.InducedMs)
 		return 0, true, nil
@@ -452,6 +453,9 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 	r.rejudge()
 	if err := r.bisect(ctx, d); err != nil {
 		return 0, false, err
+	}
+	if _, hi := r.bracket(d); hi == 0 {
+		r.note("%s: every rate tried passed, up to %d kbit/s (%.0f %% of the unshaped goodput): no bloat this run could provoke; the highest rate tried is chosen", d, at(r.o.Coarse[len(r.o.Coarse)-1]), 100*r.o.Coarse[len(r.o.Coarse)-1])
 	}
 	rate, ok := r.choice(d)
 	if !ok {

@@ -203,3 +203,20 @@ func TestOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBloat: a line whose FIFO holds a single packet never misses the
+// target; tune says so and chooses the highest rate it tried.
+func TestNoBloat(t *testing.T) {
+	l := *simLinks()["cable-100"]
+	l.BufferPkts = 1
+	res, err := Run(context.Background(), &l, Options{Now: l.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "every rate tried passed") {
+		t.Fatalf("notes %q", res.Notes)
+	}
+	if want := int(math.Round(res.CapacityDownKbit * DefaultCoarse[len(DefaultCoarse)-1])); res.AloneDownKbit != want {
+		t.Errorf("download %d, want the highest rate tried %d", res.AloneDownKbit, want)
+	}
+}
