@@ -151,8 +151,9 @@ Example (seed 004's ADSL line):
 			// Put back what was there, whatever happened, with the
 			// shaping's own bookkeeping (not the run's cancelled context).
 			applied := false
+			var werr error // a failed write still shows what was measured
 			if err == nil && write {
-				if err = writeTuned(cfgPath, q.Name, res); err == nil {
+				if werr = writeTuned(cfgPath, q.Name, res); werr == nil {
 					nq := q
 					nq.Download, nq.Upload = uint64(res.DownloadKbit), uint64(res.UploadKbit)
 					if q.Enabled {
@@ -185,12 +186,21 @@ Example (seed 004's ADSL line):
 			if jsonOut {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+				if werr != nil {
+					return fmt.Errorf("--write: %w", werr)
+				}
+				return nil
 			}
 			if err := tune.WriteTable(env.Stdout, res); err != nil {
 				return err
 			}
 			switch {
+			case werr != nil:
+				fmt.Fprintf(env.Stdout, "\nnot written, the shaping from before is back:\n%s", res.UCICommands(strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath)), q.Name))
+				return fmt.Errorf("--write: %w", werr)
 			case write && applied:
 				fmt.Fprintf(env.Stdout, "\nwrote %s (section %s) and applied it\n", cfgPath, q.Name)
 			case write:

@@ -46,7 +46,7 @@ func (l *simTuneLink) Load(ctx context.Context, d tune.Dir) (tune.Measurement, e
 	return l.SimLink.Load(ctx, d)
 }
 
-const tuneConfig = `# my line: ADSL, tuned by hand in 2014
+var tuneConfig = `# my line: ADSL, tuned by hand in 2014
 config queue 'wan'
 	option enabled '1'
 	option interface 'eth9'
@@ -181,5 +181,22 @@ func TestTuneBadInput(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errs, tt.want) || opened != 0 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q, link opened %d times; want exit 2 and %q", tt.args, code, out, errs, opened, tt.want)
 		}
+	}
+}
+
+// TestTuneWriteRefused: a section whose rate shares a line with another
+// command cannot be edited safely; the result is still shown, the file
+// left alone, the old shaping restored, and the exit status says so.
+func TestTuneWriteRefused(t *testing.T) {
+	link := seed004Link()
+	old := tuneConfig
+	t.Cleanup(func() { tuneConfig = old })
+	tuneConfig = strings.Replace(tuneConfig, "\toption upload '737'\n", "\toption upload '737'; option my_other 'x'\n", 1)
+	code, out, errs, cfg, _ := runTune(t, context.Background(), link, "--write", "192.0.2.7")
+	if code != 1 || !strings.Contains(out, "<- chosen") || !strings.Contains(out, "uci set") || !strings.Contains(errs, "--write") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if cfg != tuneConfig || link.restored != 1 || len(link.applied) != 0 {
+		t.Errorf("config changed %v, restored %d, applied %d", cfg != tuneConfig, link.restored, len(link.applied))
 	}
 }
