@@ -18,22 +18,23 @@ func TestCodelPolicer(t *testing.T) {
 		want CodelPolice
 	}{
 		{"50 Mbit auto", func(q *config.Queue) { q.Download = 50000 },
-			CodelPolice{RateBits: 50e6, Target: 5 * ms, Interval: 100 * ms, Limit: 200 * ms, MTU: 1514, ECN: true, Flows: true}},
+			CodelPolice{RateBits: 50e6, Target: 5 * ms, Interval: 100 * ms, Limit: 20 * ms, MTU: 1514, ECN: true, Flows: true}},
 		// Below 2.8 Mbit/s one ATM-expanded full packet takes longer
 		// than 5 ms: target and interval grow with it, as fq_codel's.
 		{"1 Mbit auto", func(q *config.Queue) { q.Download = 1000 },
-			CodelPolice{RateBits: 1e6, Target: 13992 * time.Microsecond, Interval: 108992 * time.Microsecond, Limit: 217984 * time.Microsecond, MTU: 1514, ECN: true, Flows: true}},
+			CodelPolice{RateBits: 1e6, Target: 13992 * time.Microsecond, Interval: 108992 * time.Microsecond, Limit: 193792 * time.Microsecond, MTU: 1514, ECN: true, Flows: true}},
 		{"itarget explicit", func(q *config.Queue) {
 			q.Download, q.ITarget = 50000, config.Target{Mode: config.TargetExplicit, Value: 2 * ms}
-		}, CodelPolice{RateBits: 50e6, Target: 2 * ms, Interval: 97 * ms, Limit: 194 * ms, MTU: 1514, ECN: true, Flows: true}},
+		}, CodelPolice{RateBits: 50e6, Target: 2 * ms, Interval: 97 * ms, Limit: 8 * ms, MTU: 1514, ECN: true, Flows: true}},
+		// At 1 Mbit/s 16 full frames (194 ms) exceed four targets.
 		{"itarget default", func(q *config.Queue) {
 			q.Download, q.ITarget = 1000, config.Target{Mode: config.TargetDefault}
-		}, CodelPolice{RateBits: 1e6, Target: 5 * ms, Interval: 100 * ms, Limit: 200 * ms, MTU: 1514, ECN: true, Flows: true}},
+		}, CodelPolice{RateBits: 1e6, Target: 5 * ms, Interval: 100 * ms, Limit: 193792 * time.Microsecond, MTU: 1514, ECN: true, Flows: true}},
 		// 100 frames of 1514 bytes at 8 Mbit/s: 151.4 ms.
 		{"ilimit", func(q *config.Queue) { q.Download, q.ILimit = 8000, 100 },
 			CodelPolice{RateBits: 8e6, Target: 5 * ms, Interval: 100 * ms, Limit: 151400 * time.Microsecond, MTU: 1514, ECN: true, Flows: true}},
 		{"noecn flowblind", func(q *config.Queue) { q.Download, q.IngressECN, q.IQdiscOpts = 50000, false, "flows flowblind" },
-			CodelPolice{RateBits: 50e6, Target: 5 * ms, Interval: 100 * ms, Limit: 200 * ms, MTU: 1514, ECN: false, Flows: false}},
+			CodelPolice{RateBits: 50e6, Target: 5 * ms, Interval: 100 * ms, Limit: 20 * ms, MTU: 1514, ECN: false, Flows: false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := baseQueue()
