@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -165,7 +166,9 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 			}
 			t.mu.Unlock()
 		},
-		Logf: func(format string, args ...any) { s.log().Warn("web test: "+format, args...) },
+		// slog takes key-value pairs, not a format: the note is formatted
+		// first, or its arguments would be logged as !BADKEY attributes.
+		Logf: func(format string, args ...any) { s.log().Warn("web test: " + fmt.Sprintf(format, args...)) },
 	}
 	s.log().Info("web: bufferbloat test started", "server", req.Server, "mode", string(mode), "duration", dur)
 	go func() {
