@@ -141,7 +141,9 @@ func everyAddress(a net.Addr) string {
 
 // serverSecret picks the secret from --secret-file, --secret or the
 // environment: a flag wins over the environment, and giving both flags is
-// an error. It returns where the secret came from, for the log.
+// an error. It returns where the secret came from, for the log. `sqm
+// server` and `sqm test` both use it, so the two ends of a test read one
+// file or variable the same way.
 func serverSecret(env *Env, fs *flag.FlagSet, flagSecret, file string) (secret, source string, err error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
