@@ -44,7 +44,7 @@ func TestApplyDryRunValidates(t *testing.T) {
 // (-1500..1500) while the config file's had only a lower one; both now
 // take config's.
 func TestApplyOverheadBoundsMatchConfig(t *testing.T) {
-	for _, n := range []int{config.MinOverhead - 1, config.MinOverhead, 0, config.MaxOverhead, config.MaxOverhead + 1, 1 << 40} {
+	for _, n := range []int64{config.MinOverhead - 1, config.MinOverhead, 0, config.MaxOverhead, config.MaxOverhead + 1, 1 << 40} {
 		v := fmt.Sprint(n)
 		code, _, errs := runApply(t, "--iface", "eth0", "--down", "10mbit", "--up", "2mbit", "--script", "simplest", "--qdisc", "fq_codel", "--linklayer", "atm", "--overhead", v, "--dry-run")
 		_, cerr := config.Parse("sqm", strings.NewReader("config queue 'wan'\n\toption overhead '"+v+"'\n"))

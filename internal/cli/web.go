@@ -19,6 +19,7 @@ import (
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
+	"sqm/internal/plan"
 	"sqm/internal/service"
 	"sqm/internal/stats"
 	"sqm/internal/web"
@@ -135,7 +136,7 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 			}
 			return outs, res.Err
 		},
-		Qdiscs: availableQdiscs,
+		Qdiscs: func() []string { return availableQdiscs(features.Qdisc) },
 	}
 	srv.Metrics = metricshttp.Handler(&metrics.KernelSource{
 		Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
@@ -191,11 +192,15 @@ func ifaceAddrs(name string) ([]netip.Addr, error) {
 }
 
 // availableQdiscs asks the kernel which of the leaf qdiscs sqm's recipes
-// use it can create, as sqm-scripts' available_qdiscs directory does.
-func availableQdiscs() []string {
+// use it can create, as sqm-scripts' available_qdiscs directory does. The
+// list is the planner's (plan.LeafQdiscs, as LuCI's is), so the form never
+// offers a qdisc Build refuses nor misses one it gains. probe returns
+// features.ErrNotAvailable for a missing qdisc; any other error means "could
+// not tell", and the qdisc is offered rather than hidden.
+func availableQdiscs(probe func(kind string) error) []string {
 	var out []string
-	for _, q := range []string{"cake", "fq_codel", "codel", "pie", "fq_pie", "sfq", "pfifo", "bfifo"} {
-		if err := features.Qdisc(q); err == nil || !errors.Is(err, features.ErrNotAvailable) {
+	for _, q := range plan.LeafQdiscs {
+		if err := probe(q); err == nil || !errors.Is(err, features.ErrNotAvailable) {
 			out = append(out, q)
 		}
 	}

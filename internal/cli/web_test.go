@@ -5,14 +5,19 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/features"
 	"sqm/internal/metrics"
+	"sqm/internal/plan"
 	"sqm/internal/stats"
 )
 
@@ -72,5 +77,35 @@ func TestTestMetric(t *testing.T) {
 		Loaded: metrics.Latency{Median: 22500 * time.Microsecond, P90: 30 * time.Millisecond, LossRatio: 0.015}}
 	if *got != want {
 		t.Errorf("got  %+v\nwant %+v", *got, want)
+	}
+}
+
+// TestAvailableQdiscs: the form offers exactly the planner's leaf qdiscs
+// the kernel has (a hand-kept list here had drifted from plan's order and
+// could drift in content), hides those reported missing, and offers a
+// qdisc whose probe could not tell rather than hiding it.
+func TestAvailableQdiscs(t *testing.T) {
+	var all []string
+	for _, q := range plan.LeafQdiscs {
+		all = append(all, q)
+	}
+	missing := map[string]bool{"cake": true, "fq_pie": true}
+	got := availableQdiscs(func(kind string) error {
+		switch {
+		case missing[kind]:
+			return fmt.Errorf("probe: %w", features.ErrNotAvailable)
+		case kind == "sfq":
+			return errors.New("netlink: permission denied")
+		}
+		return nil
+	})
+	var want []string
+	for _, q := range all {
+		if !missing[q] {
+			want = append(want, q)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("availableQdiscs = %v; want %v (plan's leaves %v less the missing)", got, want, all)
 	}
 }

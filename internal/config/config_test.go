@@ -386,7 +386,7 @@ func TestValidate(t *testing.T) {
 		{"huge rate", func(q *Queue) { q.Download = MaxKbit + 1 }, `option download: 4294967297 kbit/s is too large`},
 		{"bad linklayer", func(q *Queue) { q.LinkLayer = "" }, `option linklayer: unknown link layer ""`},
 		{"bad overhead", func(q *Queue) { q.Overhead = -2000 }, `option overhead: -2000 is out of range: a per-packet overhead in bytes must be from -1500 to 1500`},
-		{"huge overhead", func(q *Queue) { q.Overhead = 1 << 40 }, `option overhead: 1099511627776 is out of range`},
+		{"huge overhead", func(q *Queue) { q.Overhead = 1<<31 - 1 }, `option overhead: 2147483647 is out of range`},
 		{"huge tsize", func(q *Queue) { q.StabTSize = 4000000000 }, `option tcTSIZE: 4000000000 is out of range: a size-table size in cells must be from 0 to 32749`},
 		{"max tsize", func(q *Queue) { q.StabTSize = MaxStabTSize }, ""},
 		{"huge stab mtu", func(q *Queue) { q.StabMTU = 1 << 20 }, `option tcMTU: 1048576 is out of range`},
