@@ -26,7 +26,8 @@ func cmdPasswd() *command {
 		usage:   "sqm passwd [--users FILE] [--role admin|read] [--token]",
 		help: `Reads a password from standard input (one line) and adds a line with its
 salted PBKDF2-SHA256 hash to the users file 'sqm daemon' reads (its
-http-users flag; created mode 600), or prints the line when --users is "-".
+http-users flag; created mode 600), or prints the line when --users is "-"
+(a --token then goes to standard error).
 --token makes a random 32-character token instead, prints it once and
 stores only its hash: paste it into the page's login field, or keep it in
 a password manager. --role read makes a login that sees everything and
@@ -70,6 +71,12 @@ Example:
 			entry := role + " " + hash + "\n"
 			path := flagString(fs, "users")
 			if path == "-" {
+				// Stdout is the users line alone (it is meant for a
+				// redirect into the file); a token is shown once, on
+				// stderr, or nobody would ever learn it.
+				if flagBool(fs, "token") {
+					fmt.Fprintf(env.Stderr, "token (%s): %s\n", role, pw)
+				}
 				_, err := io.WriteString(env.Stdout, entry)
 				return err
 			}

@@ -39,6 +39,19 @@ func TestPasswd(t *testing.T) {
 	if code != 0 || !found || len(tok) != 32 {
 		t.Fatalf("token: exit %d, %q", code, out)
 	}
+	// --users - --token: the line on stdout (for a redirect), the token
+	// on stderr, and the two belong together.
+	line, shown, code := run("", "--users", "-", "--token", "--role", "read")
+	tok2, found := strings.CutPrefix(strings.TrimSpace(shown), "token (read): ")
+	if code != 0 || !found || len(tok2) != 32 {
+		t.Fatalf("token to stdout: exit %d, stderr %q; want the token there", code, shown)
+	}
+	if u, err := web.ParseUsers("stdout", []byte(line)); err != nil {
+		t.Errorf("stdout is not just a users line: %v\n%s", err, line)
+	} else if r, ok := u.Check(tok2); !ok || r != web.RoleRead {
+		t.Errorf("the printed line does not accept the shown token: %v %v", r, ok)
+	}
+
 	run("second-password\n", "--users", path)
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
