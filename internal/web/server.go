@@ -12,7 +12,10 @@
 // PBKDF2 hash is in a users file; the session cookie is HttpOnly and
 // SameSite=Strict, and every change also needs the session's CSRF token in
 // the X-CSRF-Token header and a JSON body. A read-only login sees
-// everything and changes nothing.
+// everything and changes nothing. The one exception is GET /metrics (when
+// Metrics is set): it needs no login, as a node_exporter's does not,
+// because a Prometheus scraper cannot log in; it is read-only counters,
+// and the listen checks above keep it off the WAN.
 package web
 
 import (
