@@ -96,8 +96,7 @@ Example:
 			fs.IntVar(&streams, "streams", 5, "TCP streams per direction in speedtest mode")
 			fs.BoolVar(&v4, "4", false, "use IPv4 only")
 			fs.BoolVar(&v6, "6", false, "use IPv6 only")
-			fs.StringVar(&secret, "secret", "", "shared secret of the 'sqm server'; visible in ps: prefer --secret-file or "+serverSecretEnv)
-			fs.StringVar(&secretF, "secret-file", "", "read the shared secret of the 'sqm server' from the first line of `FILE`")
+			clientSecretFlags(fs, &secret, &secretF)
 			fs.BoolVar(&jsonOut, "json", false, "print the result as JSON instead of text")
 			fs.StringVar(&flentFile, "flent", "", "also write the run as a flent data `file` (.flent.gz; rrul mode)")
 			fs.StringVar(&plotFile, "plot", "", "also draw the run to `file` (.svg or .png)")
@@ -122,21 +121,9 @@ Example:
 			case iperf3Addr == "":
 				addr = args[0]
 			}
-			// The same sources as `sqm server`, so one file or variable
-			// serves both ends and the secret need not show in ps.
-			secret, source, err := serverSecret(env, fs, secret, secretF)
+			secret, err := clientSecret(env, fs, "test", secret, secretF, iperf3Addr)
 			if err != nil {
 				return err
-			}
-			if iperf3Addr != "" && source != "" {
-				if source == serverSecretEnv {
-					secret = "" // the environment's secret is for runs against an sqm server
-				} else {
-					return usageError("%s is for an 'sqm server'; iperf3 servers' authentication is not supported", strings.Fields(source)[0])
-				}
-			}
-			if source == "--secret" {
-				fmt.Fprintf(env.Stderr, "sqm test: warning: --secret is visible to every user of this host (ps, /proc); use --secret-file or %s\n", serverSecretEnv)
 			}
 			o := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
 				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}

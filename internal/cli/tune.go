@@ -28,7 +28,7 @@ func cmdTune() *command {
 		target                        float64
 		point, idle                   time.Duration
 		jsonOut, write, quiet, v4, v6 bool
-		secret, iperf3Addr            string
+		secret, secretF, iperf3Addr   string
 		irttAddr, irttHMAC, irttFile  string
 		noICMP                        bool
 		streams                       int
@@ -80,7 +80,7 @@ Example (seed 004's ADSL line):
 			fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 			fs.BoolVar(&v4, "4", false, "use IPv4 only")
 			fs.BoolVar(&v6, "6", false, "use IPv6 only")
-			fs.StringVar(&secret, "secret", "", "the server's shared secret")
+			clientSecretFlags(fs, &secret, &secretF)
 			fs.StringVar(&iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]`, instead of an 'sqm server'")
 			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]`")
 			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server; prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
@@ -118,6 +118,10 @@ Example (seed 004's ADSL line):
 				if ext := strings.ToLower(filepath.Ext(plotFile)); ext != ".svg" && ext != ".png" {
 					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
 				}
+			}
+			secret, err := clientSecret(env, fs, "tune", secret, secretF, iperf3Addr)
+			if err != nil {
+				return err
 			}
 			bo := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Secret: secret, NoICMP: noICMP, Streams: streams}
 			if err := irttOptions(env, &bo, irttAddr, irttHMAC, irttFile); err != nil {

@@ -28,6 +28,7 @@ type simTuneLink struct {
 	cancelAfter      int // cancel the run's context after this many loads (0: never)
 	cancel           context.CancelFunc
 	loads            int
+	secret           string // the tester's secret the command resolved
 }
 
 func (l *simTuneLink) now() time.Time { return l.SimLink.Now() }
@@ -69,6 +70,7 @@ func runTune(t *testing.T, ctx context.Context, link *simTuneLink, args ...strin
 	t.Cleanup(func() { openTuneLink = old })
 	openTuneLink = func(env *Env, fs *flag.FlagSet, q config.Queue, bo bloat.Options, point, idle time.Duration) (tuneLink, error) {
 		opened++
+		link.secret = bo.Secret
 		if q.Interface != "eth9" || q.LinkLayer != "atm" || q.Overhead != 44 || bo.Addr != "192.0.2.7" {
 			t.Errorf("link opened for %+v / %q", q, bo.Addr)
 		}
@@ -176,6 +178,8 @@ func TestTuneBadInput(t *testing.T) {
 		{[]string{"--duration", "100ms", "192.0.2.7"}, "at least 1s"},
 		{[]string{"--plot", "x.gif", "192.0.2.7"}, ".svg or .png"},
 		{[]string{"--section", "lte", "192.0.2.7"}, `no queue section "lte"`},
+		{[]string{"--secret", "x", "--secret-file", "/nonexistent", "192.0.2.7"}, "not both"},
+		{[]string{"--secret", "x", "--iperf3", "192.0.2.7"}, "iperf3 servers' authentication is not supported"},
 	} {
 		code, out, errs, _, opened := runTune(t, context.Background(), seed004Link(), tt.args...)
 		if code != 2 || out != "" || !strings.Contains(errs, tt.want) || opened != 0 {
@@ -198,5 +202,23 @@ func TestTuneWriteRefused(t *testing.T) {
 	}
 	if cfg != tuneConfig || link.restored != 1 || len(link.applied) != 0 {
 		t.Errorf("config changed %v, restored %d, applied %d", cfg != tuneConfig, link.restored, len(link.applied))
+	}
+}
+
+// TestTuneSecretFile: sqm tune takes the server's secret as sqm test does,
+// from a file (not only --secret, which every user sees in ps), and
+// passes it to the tester.
+func TestTuneSecretFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := seed004Link()
+	code, _, errs, _, _ := runTune(t, context.Background(), link, "--quiet", "--secret-file", f, "192.0.2.7")
+	if code != 0 || link.secret != "s3cret" {
+		t.Fatalf("exit %d, secret %q: want 0 and the file's secret\n%s", code, link.secret, errs)
+	}
+	if strings.Contains(errs, "visible to every user") {
+		t.Errorf("a secret from a file warned about ps: %s", errs)
 	}
 }
