@@ -112,49 +112,17 @@ func (o *Options) progress(format string, args ...any) {
 // down. It needs root and a kernel with netem, the shaping qdisc and ifb; if
 // one is missing the error names the module.
 func Run(ctx context.Context, o Options) (rep *Report, err error) {
-	link, err := o.Link.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	o.Link = link
-	if o.Idle == 0 {
-		o.Idle = 3 * time.Second
-	}
-	q, src, err := o.Shaping.queue(link, wanDev)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKernel(q.Qdisc); err != nil {
-		return nil, err
-	}
-
-	o.progress("building namespaces client, router, isp, server")
-	t, err := newTopology(ctx)
+	r, err := setup(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		o.progress("removing namespaces")
-		if cerr := t.Close(); cerr != nil && err == nil {
+		if cerr := r.teardown(&o); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	down, up := link.Modems()
-	o.progress("emulating the modem: %s down / %s up, %v delay each way, %d-packet FIFO, %s framing",
-		FormatRate(link.DownBits), FormatRate(link.UpBits), down.Delay, link.Buffer, link.LinkLayer)
-	if err := t.modem(down, up); err != nil {
-		return nil, err
-	}
-	srv, err := t.startServer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
-
-	rep = &Report{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
-	eff := link.Efficiency()
-	rep.Link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
-	rep.Link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6
+	t, q := r.t, r.q
+	rep = &Report{Link: r.link}
 
 	o.progress("measuring without SQM (%s, %v load)", o.Mode, o.Duration)
 	if rep.Before, err = t.measure(ctx, &o, "without SQM"); err != nil {
@@ -174,7 +142,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}()
 	rep.Shaping = ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
 		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
-		Source: src, Plan: p}
+		Source: r.src, Plan: p}
 
 	o.progress("measuring with SQM (%s, %v load)", o.Mode, o.Duration)
 	if rep.After, err = t.measure(ctx, &o, "with SQM"); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
+	"sqm/internal/tune"
 )
 
 // ourNetNSRefs counts file descriptors and threads of this process that
@@ -105,21 +106,30 @@ func TestTopology(t *testing.T) {
 	}
 }
 
-// TestRunRefusesWithoutNetem checks the host kernel case: the lab names the
-// missing module and points at --vm before it builds anything.
+// TestRunRefusesWithoutNetem checks the host kernel case: the lab (Run and
+// Tune, which share setup) names the missing module and points at --vm
+// before it builds anything.
 func TestRunRefusesWithoutNetem(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testutil.InVM() {
 		t.Skip("the VM kernel has netem")
 	}
-	_, err := Run(context.Background(), Options{Link: DefaultLink(), Mode: "speedtest", Duration: 2 * time.Second})
-	if err == nil {
-		t.Skip("this kernel has netem and cake; nothing to refuse")
-	}
-	for _, want := range []string{"netem", "sch_netem", "--vm"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
+	o := Options{Link: DefaultLink(), Mode: "speedtest", Duration: 2 * time.Second}
+	for name, run := range map[string]func() error{
+		"Run":  func() error { _, err := Run(context.Background(), o); return err },
+		"Tune": func() error { _, err := Tune(context.Background(), o, tune.Options{}, 1); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run()
+			if err == nil {
+				t.Skip("this kernel has netem and cake; nothing to refuse")
+			}
+			for _, want := range []string{"netem", "sch_netem", "--vm"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
 	}
 }
 

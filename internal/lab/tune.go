@@ -29,48 +29,17 @@ type TuneReport struct {
 // link-layer detection is not part of tune yet), then the oracle, then a
 // test at the chosen rates. o.Duration is the load time of each point.
 func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64) (rep *TuneReport, err error) {
-	link, err := o.Link.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	o.Link = link
-	if o.Idle == 0 {
-		o.Idle = 3 * time.Second
-	}
-	q, src, err := o.Shaping.queue(link, wanDev)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKernel(q.Qdisc); err != nil {
-		return nil, err
-	}
-	o.progress("building namespaces client, router, isp, server")
-	t, err := newTopology(ctx)
+	r, err := setup(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		o.progress("removing namespaces")
-		if cerr := t.Close(); cerr != nil && err == nil {
+		if cerr := r.teardown(&o); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	down, up := link.Modems()
-	o.progress("emulating the modem: %s down / %s up, %v delay each way, %d-packet FIFO, %s framing",
-		FormatRate(link.DownBits), FormatRate(link.UpBits), down.Delay, link.Buffer, link.LinkLayer)
-	if err := t.modem(down, up); err != nil {
-		return nil, err
-	}
-	srv, err := t.startServer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
-
-	rep = &TuneReport{Link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
-	eff := link.Efficiency()
-	rep.Link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
-	rep.Link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6
+	t, q := r.t, r.q
+	rep = &TuneReport{Link: r.link}
 
 	m := &labMeasurer{t: t, q: *q, o: &o}
 	defer func() {
@@ -100,7 +69,7 @@ func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64
 	sq.Download, sq.Upload = uint64(s.DownKbit), uint64(s.UpKbit)
 	rep.Shaping = ShapingReport{Interface: wanDev, Script: sq.Script, Qdisc: sq.Qdisc,
 		DownloadKbit: sq.Download, UploadKbit: sq.Upload, LinkLayer: sq.LinkLayer, Overhead: sq.Overhead,
-		Source: src, Plan: m.plan}
+		Source: r.src, Plan: m.plan}
 	return rep, nil
 }
 
