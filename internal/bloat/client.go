@@ -83,17 +83,22 @@ var rrulMarks = [...]struct {
 
 // HostPort adds DefaultPort to addr when it names no port. IPv6 literals
 // may be given with or without brackets.
-func HostPort(addr string) string {
+func HostPort(addr string) string { return withPort(addr, DefaultPort) }
+
+// withPort adds port to addr when it names none. The sqm, irtt and iperf3
+// servers all take HOST or HOST:PORT, so one rule decides what names a
+// port: a bare IPv6 literal ("2001:db8::1") does not.
+func withPort(addr string, port int) string {
 	if _, _, err := net.SplitHostPort(addr); err == nil {
 		return addr
 	}
 	if a, err := netip.ParseAddr(addr); err == nil {
-		return netip.AddrPortFrom(a, DefaultPort).String()
+		return netip.AddrPortFrom(a, uint16(port)).String()
 	}
 	if len(addr) > 2 && addr[0] == '[' && addr[len(addr)-1] == ']' {
 		addr = addr[1 : len(addr)-1]
 	}
-	return net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+	return net.JoinHostPort(addr, strconv.Itoa(port))
 }
 
 func (o *Options) defaults() error {

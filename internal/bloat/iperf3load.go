@@ -52,9 +52,9 @@ func (o *Options) loadServer() error {
 
 // iperf3HostPort adds iperf3's default port to addr when it names none.
 func iperf3HostPort(addr string) (host string, port uint16, err error) {
-	h, p, err := net.SplitHostPort(addr)
+	h, p, err := net.SplitHostPort(withPort(addr, iperf3.DefaultPort))
 	if err != nil {
-		h, p = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), strconv.Itoa(iperf3.DefaultPort)
+		return "", 0, fmt.Errorf("bloat: iperf3 server %q: want HOST or HOST:PORT", addr)
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	if err != nil || n == 0 {

@@ -375,7 +375,7 @@ func (k *kind) receive(c *client) {
 }
 
 // IRTTPort is irtt's default server port.
-const IRTTPort = 2112
+const IRTTPort = irtt.DefaultPort
 
 // checkIRTT refuses a malformed --irtt address before anything is opened.
 func (o *Options) checkIRTT() error {
@@ -396,15 +396,4 @@ func (o *Options) checkIRTT() error {
 }
 
 // irttHostPort adds irtt's default port when addr names none.
-func irttHostPort(addr string) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	if a, err := netip.ParseAddr(addr); err == nil {
-		return netip.AddrPortFrom(a, IRTTPort).String()
-	}
-	if len(addr) > 2 && addr[0] == '[' && addr[len(addr)-1] == ']' {
-		addr = addr[1 : len(addr)-1]
-	}
-	return net.JoinHostPort(addr, strconv.Itoa(IRTTPort))
-}
+func irttHostPort(addr string) string { return withPort(addr, IRTTPort) }
