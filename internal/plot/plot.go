@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -60,13 +59,7 @@ const (
 // Write draws r to w in the format named by path's extension (.svg or
 // .png). host and date appear in the title.
 func Write(w io.Writer, path string, r *bloat.Result) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg":
-		return SVG(w, r)
-	case ".png":
-		return PNG(w, r)
-	}
-	return fmt.Errorf("plot: %s: unknown picture format; use a .svg or .png file name", path)
+	return encode(w, path, width, height, func(c canvas) { layout(c, r) })
 }
 
 // panel is a plot area with data ranges.

@@ -1,11 +1,9 @@
 package plot
 
 import (
-	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
-	"image/png"
 	"io"
 	"math"
 	"strconv"
@@ -21,12 +19,7 @@ import (
 // font at every size (sizes ≥ 16 are drawn bold), lines are drawn with
 // simple coverage-based anti-aliasing.
 func PNG(w io.Writer, r *bloat.Result) error {
-	img := image.NewRGBA(image.Rect(0, 0, width, height))
-	layout(&pngCanvas{img: img}, r)
-	if err := png.Encode(w, img); err != nil {
-		return fmt.Errorf("plot: write png: %w", err)
-	}
-	return nil
+	return encodePNG(w, width, height, func(c canvas) { layout(c, r) })
 }
 
 type pngCanvas struct{ img *image.RGBA }

@@ -11,14 +11,7 @@ import (
 
 // SVG writes the picture as a standalone SVG document.
 func SVG(w io.Writer, r *bloat.Result) error {
-	s := &svgCanvas{}
-	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n", width, height, width, height)
-	layout(s, r)
-	s.b.WriteString("</svg>\n")
-	if _, err := io.WriteString(w, s.b.String()); err != nil {
-		return fmt.Errorf("plot: write svg: %w", err)
-	}
-	return nil
+	return encodeSVG(w, width, height, func(c canvas) { layout(c, r) })
 }
 
 type svgCanvas struct{ b strings.Builder }

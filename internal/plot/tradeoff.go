@@ -2,13 +2,9 @@ package plot
 
 import (
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"math"
-	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // Tradeoff is the picture `sqm tune` draws: per direction, goodput against
@@ -48,30 +44,7 @@ const (
 
 // WriteTradeoff draws t to w in the format named by path's extension.
 func WriteTradeoff(w io.Writer, path string, t *Tradeoff) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg":
-		return TradeoffSVG(w, t)
-	case ".png":
-		img := image.NewRGBA(image.Rect(0, 0, toWidth, toHeight))
-		layoutTradeoff(&pngCanvas{img: img}, t)
-		if err := png.Encode(w, img); err != nil {
-			return fmt.Errorf("plot: write png: %w", err)
-		}
-		return nil
-	}
-	return fmt.Errorf("plot: %s: unknown picture format; use a .svg or .png file name", path)
-}
-
-// TradeoffSVG writes t as a standalone SVG document.
-func TradeoffSVG(w io.Writer, t *Tradeoff) error {
-	s := &svgCanvas{}
-	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n", toWidth, toHeight, toWidth, toHeight)
-	layoutTradeoff(s, t)
-	s.b.WriteString("</svg>\n")
-	if _, err := io.WriteString(w, s.b.String()); err != nil {
-		return fmt.Errorf("plot: write svg: %w", err)
-	}
-	return nil
+	return encode(w, path, toWidth, toHeight, func(c canvas) { layoutTradeoff(c, t) })
 }
 
 // logTicks are the 1-2-5 values within [lo, hi].
