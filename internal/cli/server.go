@@ -151,7 +151,7 @@ func serverSecret(env *Env, fs *flag.FlagSet, flagSecret, file string) (secret, 
 	case set["secret"] && set["secret-file"]:
 		return "", "", usageError("give the secret with --secret or --secret-file, not both")
 	case set["secret-file"]:
-		s, err := readSecretFile(file)
+		s, err := readSecretFile("--secret-file", file)
 		return s, "--secret-file " + file, err
 	case set["secret"]:
 		if flagSecret == "" {
@@ -167,27 +167,30 @@ func serverSecret(env *Env, fs *flag.FlagSet, flagSecret, file string) (secret, 
 
 // readSecretFile returns the first line of path, which must be the only
 // one; a trailing newline (as editors and echo write) is not part of it.
-func readSecretFile(path string) (string, error) {
+// flagName (--secret-file, --irtt-hmac-file) says in errors which flag
+// named the file. Every secret or key file goes through here, so all are
+// bounded and refuse extra lines alike.
+func readSecretFile(flagName, path string) (string, error) {
 	if path == "" {
-		return "", usageError("--secret-file needs a file name")
+		return "", usageError("%s needs a file name", flagName)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("--secret-file: %w", err)
+		return "", fmt.Errorf("%s: %w", flagName, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretLen+2))
 	if err != nil {
-		return "", fmt.Errorf("--secret-file %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: %w", flagName, path, err)
 	}
 	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	switch {
 	case len(s) > maxSecretLen:
-		return "", fmt.Errorf("--secret-file %s: longer than %d bytes; is it the right file?", path, maxSecretLen)
+		return "", fmt.Errorf("%s %s: longer than %d bytes; is it the right file?", flagName, path, maxSecretLen)
 	case s == "":
-		return "", fmt.Errorf("--secret-file %s: empty; put the secret on its first line", path)
+		return "", fmt.Errorf("%s %s: empty; put the secret on its first line", flagName, path)
 	case strings.ContainsAny(s, "\r\n"):
-		return "", fmt.Errorf("--secret-file %s: more than one line; put only the secret in it", path)
+		return "", fmt.Errorf("%s %s: more than one line; put only the secret in it", flagName, path)
 	}
 	return s, nil
 }

@@ -3,8 +3,6 @@
 package cli
 
 import (
-	"os"
-	"strings"
 
 	"sqm/internal/bloat"
 	"sqm/internal/irtt"
@@ -19,14 +17,9 @@ func irttOptions(env *Env, o *bloat.Options, addr, key, file string) error {
 		return usageError("--irtt-hmac and --irtt-hmac-file exclude each other")
 	}
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return usageError("--irtt-hmac-file: %v", err)
-		}
-		key, _, _ = strings.Cut(string(b), "\n")
-		key = strings.TrimRight(key, "\r")
-		if key == "" {
-			return usageError("--irtt-hmac-file %s: the first line is empty", file)
+		var err error
+		if key, err = readSecretFile("--irtt-hmac-file", file); err != nil {
+			return err
 		}
 	}
 	if key == "" {

@@ -16,7 +16,9 @@ import (
 func TestIRTTOptions(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
-	os.WriteFile(keyFile, []byte("0x6b6579\nignored\n"), 0o600)
+	os.WriteFile(keyFile, []byte("0x6b6579\n"), 0o600)
+	twoLines := filepath.Join(dir, "two")
+	os.WriteFile(twoLines, []byte("0x6b6579\nignored\n"), 0o600)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	cases := []struct {
@@ -34,7 +36,9 @@ func TestIRTTOptions(t *testing.T) {
 		{name: "env without --irtt is ignored", env: "envkey"},
 		{name: "flag and file", addr: "192.0.2.1", key: "k", file: keyFile, wantErr: "exclude each other"},
 		{name: "missing file", addr: "192.0.2.1", file: filepath.Join(dir, "nope"), wantErr: "--irtt-hmac-file"},
-		{name: "empty file", addr: "192.0.2.1", file: empty, wantErr: "first line is empty"},
+		{name: "empty file", addr: "192.0.2.1", file: empty, wantErr: ": empty"},
+		// Read as sqm's own secret files are: a second line means a wrong file.
+		{name: "two lines", addr: "192.0.2.1", file: twoLines, wantErr: "more than one line"},
 		{name: "key without server", key: "k", wantErr: "needs --irtt"},
 		{name: "bad hex", addr: "192.0.2.1", key: "0xzz", wantErr: "must be hex"},
 	}
