@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +152,7 @@ Example:
 				return usageError("--flent needs --mode rrul (flent's plots are for RRUL's series)")
 			}
 			if plotFile != "" {
-				if ext := strings.ToLower(plotFile); !strings.HasSuffix(ext, ".svg") && !strings.HasSuffix(ext, ".png") {
+				if !plot.Supported(plotFile) {
 					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
 				}
 			}

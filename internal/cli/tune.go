@@ -115,7 +115,7 @@ Example (seed 004's ADSL line):
 				return usageError("-4 and -6 exclude each other")
 			}
 			if plotFile != "" {
-				if ext := strings.ToLower(filepath.Ext(plotFile)); ext != ".svg" && ext != ".png" {
+				if !plot.Supported(plotFile) {
 					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
 				}
 			}

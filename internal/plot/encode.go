@@ -23,6 +23,17 @@ func encode(out io.Writer, path string, w, h int, draw func(canvas)) error {
 	return fmt.Errorf("plot: %s: unknown picture format; use a .svg or .png file name", path)
 }
 
+// Supported reports whether path names a format Write and WriteTradeoff
+// can draw, so a command can refuse a --plot file name before it spends a
+// measurement on a picture it cannot write.
+func Supported(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg", ".png":
+		return true
+	}
+	return false
+}
+
 // encodeSVG writes a standalone SVG document; it is built in memory so
 // that a write error cannot leave half a document that still parses.
 func encodeSVG(out io.Writer, w, h int, draw func(canvas)) error {

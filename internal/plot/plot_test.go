@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,17 @@ func keep(t *testing.T, name string, data []byte) {
 	if dir := os.Getenv("SQM_KEEP_PLOTS"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Log(err)
+		}
+	}
+}
+
+// TestSupported: what Supported accepts is exactly what the writers draw,
+// so a command's early --plot check and the writer cannot disagree.
+func TestSupported(t *testing.T) {
+	for _, path := range []string{"a.svg", "A.SVG", "dir.x/b.png", "c.jpg", "svg", "d.svg.gz", ""} {
+		err := Write(io.Discard, path, bloattest.Synthetic())
+		if got := Supported(path); got != (err == nil) {
+			t.Errorf("Supported(%q) = %v, but Write says %v", path, got, err)
 		}
 	}
 }
