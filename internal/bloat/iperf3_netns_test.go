@@ -5,6 +5,7 @@ package bloat_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os/exec"
 	"slices"
@@ -20,7 +21,7 @@ import (
 
 // iperf3Tolerance is how far (relative) sqm's goodput through an iperf3
 // server may be from iperf3's own client on the same shaped link, run just
-// after it. Both are limited by the same htb at 20 Mbit/s and count what
+// before or just after it (check). Both are limited by the same htb at 20 Mbit/s and count what
 // the receiver got over the time the streams ran; they differ in when that
 // time starts and stops and in the run itself. Over 13 runs on this
 // machine (2 cores shared with other work, load average 13-21) the
@@ -116,9 +117,9 @@ func iperf3Link(t *testing.T) *nsPair {
 
 // TestIPerf3Load runs sqm test's speedtest and RRUL shapes with the load
 // through Debian's `iperf3 -s` across a namespace link shaped to 20 Mbit/s
-// each way by htb, then iperf3's own client on the same link with the same
-// streams and time, and checks that the goodputs agree within
-// iperf3Tolerance. The run must also say which servers it used, have
+// each way by htb, with iperf3's own client on the same link with the same
+// streams and time before and after each, and checks that sqm's goodput
+// agrees with one of the two within iperf3Tolerance. The run must also say which servers it used, have
 // latency from ICMP (the only probe an iperf3 host answers) and keep both
 // sides' byte counts for each stream.
 func TestIPerf3Load(t *testing.T) {
@@ -126,13 +127,30 @@ func TestIPerf3Load(t *testing.T) {
 	p := iperf3Link(t)
 	iperf3test.Serve(t, []string{"ip", "netns", "exec", p.a.Name()}, "10.77.0.1", 5201)
 	const secs = 4
-	check := func(name string, got, want float64) {
+	// check compares sqm's goodput with iperf3's own client run just before
+	// and just after it on the same link: sqm's run must agree with one of
+	// them. A 4 s run that the shared machine starves of CPU for part of it
+	// (another package's tests, another build) moves that run's goodput by
+	// up to 15 % (seen once as a failure with one reference; -5.9 and +4.6 %
+	// in other runs), and it is the reference as often as sqm: with a
+	// reference on each side, a disturbance of one reference leaves the
+	// other, while a counting error in sqm moves it away from both.
+	check := func(name string, got float64, refs ...float64) {
 		t.Helper()
-		d := (got - want) / want
-		t.Logf("%s: sqm %.2f Mbit/s, iperf3 %.2f Mbit/s (%+.1f%%)", name, got, want, 100*d)
-		if math.Abs(d) > iperf3Tolerance || want < 10 {
-			t.Errorf("%s: sqm %.2f Mbit/s vs iperf3's client %.2f Mbit/s: %+.1f%% apart, more than %.0f%% (or iperf3 far below the 20 Mbit/s link)",
-				name, got, want, 100*d, 100*iperf3Tolerance)
+		var ds []string
+		ok := false
+		for _, want := range refs {
+			d := (got - want) / want
+			ds = append(ds, fmt.Sprintf("%.2f (%+.1f%%)", want, 100*d))
+			if want < 10 {
+				t.Errorf("%s: iperf3's client got %.2f Mbit/s, far below the 20 Mbit/s link", name, want)
+			}
+			ok = ok || math.Abs(d) <= iperf3Tolerance
+		}
+		t.Logf("%s: sqm %.2f Mbit/s, iperf3 before and after %s", name, got, strings.Join(ds, ", "))
+		if !ok {
+			t.Errorf("%s: sqm %.2f Mbit/s vs iperf3's client before and after %s: more than %.0f%% from both",
+				name, got, strings.Join(ds, ", "), 100*iperf3Tolerance)
 		}
 	}
 	run := func(mode bloat.Mode, streams int) *bloat.Result {
@@ -168,20 +186,23 @@ func TestIPerf3Load(t *testing.T) {
 		return res
 	}
 
+	down1, _ := iperf3Client(t, p, secs, 2, "-R")
+	_, up1 := iperf3Client(t, p, secs, 2, "")
 	st := run(bloat.ModeSpeedtest, 2)
 	if n := len(st.Streams); n != 4 {
 		t.Errorf("speedtest: %d streams, want 2 down and 2 up", n)
 	}
-	down, _ := iperf3Client(t, p, secs, 2, "-R")
-	_, up := iperf3Client(t, p, secs, 2, "")
-	check("speedtest download", st.DownloadMbps, down)
-	check("speedtest upload", st.UploadMbps, up)
+	down2, _ := iperf3Client(t, p, secs, 2, "-R")
+	_, up2 := iperf3Client(t, p, secs, 2, "")
+	check("speedtest download", st.DownloadMbps, down1, down2)
+	check("speedtest upload", st.UploadMbps, up1, up2)
 
+	down1, up1 = iperf3Client(t, p, secs, 4, "--bidir")
 	rr := run(bloat.ModeRRUL, 0)
 	if n := len(rr.Streams); n != 8 {
 		t.Errorf("rrul: %d streams, want 4 down and 4 up", n)
 	}
-	down, up = iperf3Client(t, p, secs, 4, "--bidir")
-	check("rrul download", rr.DownloadMbps, down)
-	check("rrul upload", rr.UploadMbps, up)
+	down2, up2 = iperf3Client(t, p, secs, 4, "--bidir")
+	check("rrul download", rr.DownloadMbps, down1, down2)
+	check("rrul upload", rr.UploadMbps, up1, up2)
 }
