@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -192,6 +193,11 @@ func ConfigURL(s string) (string, error) {
 		return "", errors.New("--rpm needs a URL or host")
 	}
 	if !strings.Contains(s, "://") {
+		// A bare IPv6 literal names a host, as it does for sqm test's
+		// other servers; as a URL it needs brackets.
+		if a, err := netip.ParseAddr(s); err == nil && a.Is6() {
+			s = "[" + s + "]"
+		}
 		s = "https://" + s
 	}
 	u, err := url.Parse(s)

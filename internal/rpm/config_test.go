@@ -68,6 +68,8 @@ func TestConfigURL(t *testing.T) {
 		"https://[fd00::1]:4443/":                  "https://[fd00::1]:4443/.well-known/nq",
 		"https://mensura.example/api/v1/gm/config": "https://mensura.example/api/v1/gm/config",
 		"http://lan-box:8080":                      "http://lan-box:8080/.well-known/nq",
+		"fd00::1":                                  "https://[fd00::1]/.well-known/nq",
+		"[fd00::1]:4443":                           "https://[fd00::1]:4443/.well-known/nq",
 	} {
 		got, err := ConfigURL(in)
 		if err != nil || got != want {
