@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"sqm/internal/config"
 	"sqm/internal/lab"
 	"sqm/internal/units"
 	"sqm/internal/vm"
@@ -63,7 +64,7 @@ Example:
 			fs.String("mode", def.Mode, "test mode: speedtest (download, then upload) or rrul (both at once)")
 			units.DurationFlag(fs, "duration", def.Duration, "load `time` of each direction (speedtest) or of the rrul load")
 			fs.String("config", "", "shape with the first enabled queue of this UCI `file` (its interface is replaced)")
-			fs.String("script", "piece_of_cake", "shaping: sqm-scripts recipe (simplest, simple, simplest_tbf, piece_of_cake, layer_cake)")
+			fs.String("script", "piece_of_cake", "shaping: recipe ("+strings.Join(config.Scripts(), ", ")+")")
 			fs.String("qdisc", "cake", "shaping: leaf qdisc (cake, fq_codel, ...)")
 			fs.String("shape-down", "", "shaping: ingress `rate` (default 90% of --down)")
 			fs.String("shape-up", "", "shaping: egress `rate` (default 90% of --up)")

@@ -29,8 +29,23 @@ func (s ShapingReport) Text() string {
 	} else {
 		ll = fmt.Sprintf("linklayer %s overhead %d", ll, s.Overhead)
 	}
-	return fmt.Sprintf("sqm %s/%s on %s, %s down (ingress via IFB) / %s up, %s (from %s)",
-		s.Script, s.Qdisc, s.Interface, FormatRate(s.DownloadKbit*1000), FormatRate(s.UploadKbit*1000), ll, s.Source)
+	return fmt.Sprintf("sqm %s/%s on %s, %s down (%s) / %s up, %s (from %s)",
+		s.Script, s.Qdisc, s.Interface, FormatRate(s.DownloadKbit*1000), s.ingressPath(), FormatRate(s.UploadKbit*1000), ll, s.Source)
+}
+
+// ingressPath says how the download was held to its rate, from the plan
+// that was applied (an IFB for the shaping recipes, a filter on the
+// ingress hook for the policers), so the table never claims an IFB the
+// kernel did not get.
+func (s ShapingReport) ingressPath() string {
+	switch {
+	case s.Plan == nil || s.Plan.Ingress == nil:
+		return "ingress not shaped"
+	case s.Plan.Ingress.IFB != "":
+		return "ingress via IFB"
+	default:
+		return "ingress policed, no IFB"
+	}
 }
 
 // WriteText prints the before/after table and what limits the comparison.

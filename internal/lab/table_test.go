@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"sqm/internal/plan"
 	"sqm/internal/stats"
 )
 
@@ -120,5 +122,23 @@ func TestLinkResolveErrors(t *testing.T) {
 func TestFormatRate(t *testing.T) {
 	if s := FormatRate(4_500_000); s != "4500Kbit" {
 		t.Errorf("FormatRate(4.5e6) = %q", s)
+	}
+}
+
+// TestShapingTextIngressPath checks the "after" line names the ingress path
+// the applied plan has: the policers have no IFB.
+func TestShapingTextIngressPath(t *testing.T) {
+	for _, tc := range []struct {
+		p    *plan.Plan
+		want string
+	}{
+		{&plan.Plan{Ingress: &plan.Ingress{IFB: "ifb4wan0"}}, "(ingress via IFB)"},
+		{&plan.Plan{Ingress: &plan.Ingress{RateKbit: 18000}}, "(ingress policed, no IFB)"},
+		{&plan.Plan{}, "(ingress not shaped)"},
+	} {
+		got := ShapingReport{Script: "x", Qdisc: "y", Interface: "wan0", Plan: tc.p}.Text()
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%q lacks %q", got, tc.want)
+		}
 	}
 }
