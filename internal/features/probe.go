@@ -327,6 +327,13 @@ func (ns *throwawayNS) probe(f Feature) error {
 		case "fw":
 			msg.Handle = 1 // the fwmark to match
 			attr.Fw = &tc.Fw{ClassID: classID}
+		case "bpf":
+			// A one-instruction classic BPF program ("ret #-1": match),
+			// which cls_bpf takes without the bpf(2) syscall, so the probe
+			// needs nothing beyond what the other classifiers need.
+			ops := []byte{0x06, 0, 0, 0, 0xff, 0xff, 0xff, 0xff} // sock_filter{BPF_RET|BPF_K, 0, 0, 0xffffffff}
+			n := uint16(1)
+			attr.BPF = &tc.Bpf{ClassID: classID, Ops: &ops, OpsLen: &n}
 		default:
 			return fmt.Errorf("features: no probe for classifier %s", f.Name)
 		}

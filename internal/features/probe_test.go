@@ -32,7 +32,7 @@ func TestMissingErrorText(t *testing.T) {
 func TestTable(t *testing.T) {
 	want := map[Type][]string{
 		TypeQdisc:      {"htb", "tbf", "cake", "fq_codel", "codel", "pie", "fq_pie", "sfq", "pfifo", "bfifo", "netem", "ingress", "clsact"},
-		TypeClassifier: {"u32", "matchall", "flower", "fw"},
+		TypeClassifier: {"u32", "matchall", "flower", "fw", "bpf"},
 		TypeAction:     {"mirred", "police", "gact", "skbedit", "ctinfo"},
 		TypeLink:       {"ifb"},
 	}

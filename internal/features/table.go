@@ -48,6 +48,7 @@ var table = []Feature{
 	{TypeClassifier, "matchall", "cls_matchall", "kmod-sched-core"},
 	{TypeClassifier, "flower", "cls_flower", "kmod-sched-flower"},
 	{TypeClassifier, "fw", "cls_fw", "kmod-sched-core"},
+	{TypeClassifier, "bpf", "cls_bpf", "kmod-sched-bpf"}, // codel_police's program (direct action)
 
 	{TypeAction, "mirred", "act_mirred", "kmod-sched-core"},
 	{TypeAction, "police", "act_police", "kmod-sched"},
