@@ -3,7 +3,6 @@
 package cli
 
 import (
-
 	"sqm/internal/bloat"
 	"sqm/internal/irtt"
 )
