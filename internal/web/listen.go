@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -24,7 +25,10 @@ func ResolveListen(addr string) (string, error) {
 	if err != nil {
 		host, port = "", addr // "8080"
 	}
-	if n, err := net.LookupPort("tcp", port); err != nil || n == 0 {
+	// A number only: a service name would depend on /etc/services, which
+	// minimal systems (a fresh Debian root, many router images) lack, so
+	// the same config would listen on one box and fail on another.
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
 		return "", fmt.Errorf("%q: port %q is not a port number 1-65535", addr, port)
 	}
 	if host == "" {

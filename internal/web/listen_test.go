@@ -12,7 +12,7 @@ func TestResolveListen(t *testing.T) {
 	for in, want := range map[string]string{
 		"8080": "127.0.0.1:8080", ":8080": "127.0.0.1:8080", "192.168.1.1:80": "192.168.1.1:80",
 		"[::1]:8080": "[::1]:8080", "localhost:8080": "localhost:8080",
-		"": "error", "192.168.1.1": "error", "::1": "error", ":0": "error", ":99999": "error", "a:b:c": "error", ":http-alt": "127.0.0.1:http-alt",
+		"": "error", "192.168.1.1": "error", "::1": "error", ":0": "error", ":99999": "error", "a:b:c": "error", ":http-alt": "error", ":+80": "error", ":65535": "127.0.0.1:65535", ":65536": "error",
 	} {
 		got, err := ResolveListen(in)
 		if want == "error" {
