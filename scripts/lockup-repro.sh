@@ -5,6 +5,9 @@
 #   flock /tmp/sqm-vm.lock env SQM_VM_KERNEL_ARGS=loglevel=5 \
 #     go run ./scripts/vmrun -timeout 20m -- env UNPIN=1 N=400 "$PWD/scripts/lockup-repro.sh"
 #
+# (from a checkout outside /tmp: vmrun shares the host root, whose /tmp the
+# guest replaces with its own tmpfs).
+#
 # TCP floods both ways across a veth pair (iperf3, both vCPUs busy in the
 # receive path) while an ingress qdisc is added to and deleted from a dummy
 # device N times. Each add that makes it the only ingress/clsact qdisc
