@@ -151,7 +151,15 @@ func (t *Test) start(ctx context.Context) error {
 		if s, rerr := ReadState(t.ctl, "PARAM_EXCHANGE"); rerr == nil && s == AccessDenied {
 			return ErrBusy
 		}
-		return fmt.Errorf("send cookie: %w", err)
+		err = fmt.Errorf("send cookie: %w", err)
+		// Reset before the server said anything: the connection landed in
+		// the backlog of a listening socket the server has since closed
+		// (iperf3 closes and reopens it after every test), so it was never
+		// accepted and Start may try again.
+		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			return notAccepted{err}
+		}
+		return err
 	}
 	steps := []State{ParamExchange, CreateStreams, TestStart, TestRunning}
 	for i, want := range steps {
