@@ -38,8 +38,10 @@ bpfcheck:
 	scripts/check-bpf.sh
 
 # Host tests; as root the ones needing namespaces and the host kernel run too.
+# -count=1: a second `make test` in the same checkout must run them again,
+# not print Go's cached results (a repeated run is how flakes are counted).
 unit:
-	$(GO) test ./...
+	$(GO) test -count=1 ./...
 
 # TestVM* tests in one qemu VM on Debian's kernel (see docs/testing.md).
 vmtest:
