@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"sqm/internal/plan"
 )
@@ -43,10 +44,12 @@ func TestStatusHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendFrames(t, ns, "wan0", udpFrames(ns, 50, 100))
-	st, err := c.Status("wan0", p.Ingress.IFB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The shaper (10 Mbit/s, a bucket of a dozen such frames) lets the
+	// first frames through at once and the rest after a few ms; HTB counts
+	// a frame when it dequeues it. Read the counters once the backlog is
+	// gone: sent+backlog taken from one dump is not exact either, as the
+	// kernel reads the two without the qdisc lock.
+	st := drained(t, c, "wan0", p.Ingress.IFB)
 	if len(st) != 2 || st[0].Device != "wan0" || st[1].Device != p.Ingress.IFB {
 		t.Fatalf("devices: %+v", st)
 	}
@@ -82,6 +85,32 @@ func TestStatusHost(t *testing.T) {
 	}
 	if _, err := c.Status("nosuch0"); err == nil {
 		t.Error("Status of a missing device succeeded")
+	}
+}
+
+// drained polls Status until no qdisc on the devices holds a packet; the
+// 2 s limit is hundreds of times the few ms the test's frames need.
+func drained(t *testing.T, c *Conn, devices ...string) []DeviceStatus {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st, err := c.Status(devices...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backlog := 0
+		for _, d := range st {
+			for _, q := range d.Qdiscs {
+				backlog += int(q.BacklogPackets)
+			}
+		}
+		if backlog == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d packets still queued after 2 s: %+v", backlog, st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
@@ -111,26 +110,15 @@ func TestVMStatus(t *testing.T) {
 		}
 		sendFrames(t, ns, "wan0", udpFrames(ns, 200, 200))
 		// Cake counts a packet in its tin when it is enqueued but in the
-		// qdisc's packet counter only when it leaves: wait until the
+		// qdisc's packet counter only when it leaves: read once the
 		// 10 Mbit/s shaper has drained the burst (a run read the counters
 		// with 2 packets still queued: 190 sent + 8 dropped of 200).
-		var st []DeviceStatus
+		st := drained(t, c, "wan0")
 		var cake *QdiscStatus
-		for i := 0; i < 50; i++ {
-			var err error
-			if st, err = c.Status("wan0"); err != nil {
-				t.Fatal(err)
+		for j := range st[0].Qdiscs {
+			if st[0].Qdiscs[j].Kind == "cake" {
+				cake = &st[0].Qdiscs[j]
 			}
-			cake = nil
-			for j := range st[0].Qdiscs {
-				if st[0].Qdiscs[j].Kind == "cake" {
-					cake = &st[0].Qdiscs[j]
-				}
-			}
-			if cake != nil && cake.BacklogPackets == 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		if cake == nil || cake.Cake == nil {
 			t.Fatalf("no cake statistics in %+v", st)
@@ -164,19 +152,9 @@ func TestVMStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		sendFrames(t, ns, "wan0", udpFrames(ns, 200, 200))
-		// fq_codel counts a packet when htb dequeues it: wait for the
-		// 10 Mbit/s shaper to drain the burst.
-		var st []DeviceStatus
-		var err error
-		for i := 0; i < 50; i++ {
-			if st, err = c.Status("wan0"); err != nil {
-				t.Fatal(err)
-			}
-			if len(st[0].Qdiscs) > 0 && st[0].Qdiscs[len(st[0].Qdiscs)-1].BacklogPackets == 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// fq_codel counts a packet when htb dequeues it: read once the
+		// 10 Mbit/s shaper has drained the burst.
+		st := drained(t, c, "wan0")
 		var fq *QdiscStatus
 		for i := range st[0].Qdiscs {
 			if st[0].Qdiscs[i].Kind == "fq_codel" {
