@@ -1,0 +1,52 @@
+// Package clitest lets a package's test binary stand in for the sqm
+// command, so tests run the real command line (in a namespace, under
+// setpriv, as a daemon to signal) without building a binary first.
+//
+// It lives apart from internal/testutil because it imports internal/cli,
+// which imports most of the tree: import it only from external test
+// packages (package x_test), never from a package cli depends on.
+package clitest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"sqm/internal/cli"
+)
+
+// asSQM is set in a child's environment to make the test binary run cli
+// instead of tests. One name serves every package: each test binary only
+// ever re-executes itself.
+const asSQM = "SQM_TEST_BINARY_AS_SQM"
+
+// Main is a whole TestMain: it runs the sqm command when the binary was
+// started by Command (exiting with its status, SIGINT/SIGTERM cancelling
+// it as in cmd/sqm), and the tests otherwise.
+func Main(m *testing.M) {
+	if os.Getenv(asSQM) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// Command is `sqm args...` run by the test binary; its package's TestMain
+// must call Main.
+func Command(args ...string) *exec.Cmd {
+	cmd := exec.Command(Binary(), args...)
+	cmd.Env = Env()
+	return cmd
+}
+
+// Binary is the path to run as sqm when a wrapper (setpriv, sudo) goes in
+// front of it; give that command Env.
+func Binary() string { return os.Args[0] }
+
+// Env is the environment that makes Binary act as sqm.
+func Env() []string { return append(os.Environ(), asSQM+"=1") }
