@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"sqm/internal/cli"
+	"sqm/internal/clitest"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
@@ -27,25 +25,7 @@ import (
 	"sqm/internal/testutil"
 )
 
-// helperEnv makes the test binary act as the sqm command, so the test
-// shapes with the real CLI without a prebuilt binary.
-const helperEnv = "SQM_METRICS_TEST_AS_SQM"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-func sqmCmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	return cmd
-}
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // shapedLink is two namespaces joined by a veth pair, wan0 (10.77.0.1)
 // shaped by `sqm apply` both ways, ingress through an IFB. On the host
@@ -83,7 +63,7 @@ func newShapedLink(t *testing.T, script, qdisc string) *shapedLink {
 			t.Fatal(err)
 		}
 	}
-	out, err := l.router.Output(sqmCmd("apply", "--state-dir", l.stateDir, "--iface", "wan0",
+	out, err := l.router.Output(clitest.Command("apply", "--state-dir", l.stateDir, "--iface", "wan0",
 		"--down", "20mbit", "--up", "10mbit", "--script", script, "--qdisc", qdisc))
 	if err != nil {
 		t.Fatalf("sqm apply: %v\n%s", err, out)
@@ -140,7 +120,7 @@ func TestStatusPromShapedLink(t *testing.T) {
 	l := newShapedLink(t, "simple", "pfifo")
 	l.ping(t, 20)
 	_, conn := l.kernelSource(t)
-	out, err := l.router.Output(sqmCmd("status", "--prom", "--state-dir", l.stateDir))
+	out, err := l.router.Output(clitest.Command("status", "--prom", "--state-dir", l.stateDir))
 	if err != nil {
 		t.Fatalf("sqm status --prom: %v\n%s", err, out)
 	}
@@ -169,12 +149,12 @@ func TestStatusPromShapedLink(t *testing.T) {
 		}
 	}
 	// A name sqm does not shape is an error, so a typo is noticed.
-	if out, err := l.router.Output(sqmCmd("status", "--prom", "--state-dir", l.stateDir, "wan9")); err == nil {
+	if out, err := l.router.Output(clitest.Command("status", "--prom", "--state-dir", l.stateDir, "wan9")); err == nil {
 		t.Errorf("status --prom wan9 succeeded:\n%s", out)
 	}
 	// The textfile form writes the same exposition.
 	file := filepath.Join(t.TempDir(), "sqm.prom")
-	if out, err := l.router.Output(sqmCmd("status", "--prom-file", file, "--state-dir", l.stateDir)); err != nil {
+	if out, err := l.router.Output(clitest.Command("status", "--prom-file", file, "--state-dir", l.stateDir)); err != nil {
 		t.Fatalf("sqm status --prom-file: %v\n%s", err, out)
 	}
 	if b, err := os.ReadFile(file); err != nil || !bytes.Contains(b, []byte(`sqm_queue_shaping{interface="wan0",direction="egress"} 1`)) {
@@ -182,7 +162,7 @@ func TestStatusPromShapedLink(t *testing.T) {
 	}
 	// --prom-interval keeps rewriting the file until SIGTERM, then exits 0.
 	os.Remove(file)
-	loop := sqmCmd("status", "--prom-file", file, "--prom-interval", "100ms", "--state-dir", l.stateDir)
+	loop := clitest.Command("status", "--prom-file", file, "--prom-interval", "100ms", "--state-dir", l.stateDir)
 	var logs bytes.Buffer
 	loop.Stdout, loop.Stderr = &logs, &logs
 	if err := l.router.Start(loop); err != nil {

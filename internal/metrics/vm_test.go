@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"sqm/internal/clitest"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 	"sqm/internal/testutil"
@@ -28,7 +29,7 @@ func TestVMCakeTinMetrics(t *testing.T) {
 	l.ping(t, be)
 	_, conn := l.kernelSource(t)
 	before := tins(t, conn)
-	out, err := l.router.Output(sqmCmd("status", "--prom", "--state-dir", l.stateDir))
+	out, err := l.router.Output(clitest.Command("status", "--prom", "--state-dir", l.stateDir))
 	if err != nil {
 		t.Fatalf("sqm status --prom: %v\n%s", err, out)
 	}
