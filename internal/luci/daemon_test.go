@@ -1,11 +1,8 @@
 package luci_test
 
 import (
-	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,24 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"sqm/internal/cli"
+	"sqm/internal/clitest"
 	"sqm/internal/features"
 	"sqm/internal/luci"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
-const helperEnv = "SQM_LUCI_TEST_AS_SQM"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // expected probes every qdisc LuCI is offered with a fresh prober: the
 // truth the directory must show.
@@ -77,8 +64,7 @@ func TestDaemonRefreshesAvailableQdiscs(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("config queue 'wan'\n\toption enabled '0'\n\toption interface 'eth9'\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "daemon", "--config", conf, "--state-dir", state, "--poll-interval", "0", "--check-interval", "0")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd := clitest.Command("daemon", "--config", conf, "--state-dir", state, "--poll-interval", "0", "--check-interval", "0")
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := ns.Start(cmd); err != nil {
