@@ -2,11 +2,11 @@ package service_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"sqm/internal/clitest"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
@@ -62,19 +62,9 @@ func (ns *netNS) start(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
-// helperEnv makes the test binary run `sqm` instead of tests (TestMain).
-const helperEnv = "SQM_SERVICE_TEST_AS_SQM"
-
-// sqmCmd is the test binary acting as the sqm command with args.
-func sqmCmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	return cmd
-}
-
 // sqm runs the sqm command as a child process inside the namespace.
 func (ns *netNS) sqm(args ...string) (stdout, stderr string, err error) {
-	cmd := sqmCmd(args...)
+	cmd := clitest.Command(args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	ns.Do(func() { err = cmd.Run() })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sqm/internal/clitest"
 	"sqm/internal/testutil"
 )
 
@@ -33,11 +34,11 @@ var netAdminOnly = privs{"cap_net_admin_only", []string{"setpriv", "--inh-caps=-
 
 func (p privs) cmd(args ...string) *exec.Cmd {
 	if p.wrap == nil {
-		return sqmCmd(args...)
+		return clitest.Command(args...)
 	}
-	full := append(append([]string{}, p.wrap[1:]...), os.Args[0])
+	full := append(append([]string{}, p.wrap[1:]...), clitest.Binary())
 	cmd := exec.Command(p.wrap[0], append(full, args...)...)
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Env = clitest.Env()
 	return cmd
 }
 

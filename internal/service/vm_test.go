@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"sqm/internal/clitest"
 	"sqm/internal/testutil"
 )
 
@@ -57,7 +58,7 @@ func (s *syncBuf) String() string {
 func (r *rig) startDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"daemon", "--config", r.cfg, "--state-dir", r.state, "--log-level", "debug"}, extra...)
-	d := &daemon{cmd: sqmCmd(args...), logs: &syncBuf{}, done: make(chan error, 1)}
+	d := &daemon{cmd: clitest.Command(args...), logs: &syncBuf{}, done: make(chan error, 1)}
 	d.cmd.Stderr = d.logs
 	d.cmd.Stdout = d.logs
 	r.ns.start(t, d.cmd)
@@ -239,7 +240,7 @@ func TestVMKillDaemonMidApply(t *testing.T) {
 		up := 4100 + 100*round // never a whole Mbit: tc prints those as "5Mbit"
 		configure(up)
 		victim := filepath.Join(r.state, fmt.Sprintf("k%d.pending.json", round%4))
-		cmd := sqmCmd("daemon", "--config", r.cfg, "--state-dir", r.state)
+		cmd := clitest.Command("daemon", "--config", r.cfg, "--state-dir", r.state)
 		r.ns.start(t, cmd)
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
