@@ -30,7 +30,7 @@ func cmdLab() *command {
 		summary: "emulated bloated link in namespaces; measures it without and with sqm",
 		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
 			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
-			"               [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]",
+			"               [--ecn] [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]",
 		help: `Builds client -- router -- isp -- server network namespaces joined by veth
 pairs. The isp namespace plays a bloated modem: netem with the line rate, half
 the base RTT as delay each way and a deep FIFO (--buffer packets). With
@@ -44,6 +44,10 @@ emulated rates with the link's framing, or --config FILE's first enabled
 queue, or the shaping flags), measures again, and prints both side by side
 with the grade, RPM and the throughput given up. Everything it creates is
 named after its process id and removed on exit, Ctrl-C or error. Needs root.
+
+The client and server keep Linux's default for ECN (accept it, never ask
+for it), so the load is not ECN-capable and AQMs signal by dropping; with
+--ecn both ask for it, and marks replace those drops.
 
 This machine's kernel may lack netem or cake; then the lab says which module
 is missing, and --vm runs the whole lab inside the project's qemu VM
@@ -73,6 +77,7 @@ Example:
 			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
 			fs.String("eqdisc-opts", "", "shaping: extra egress qdisc options (tc syntax)")
 			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg")
+			fs.Bool("ecn", false, "client and server ask for ECN on their TCP connections (net.ipv4.tcp_ecn=1; default: Linux's 2, accept only)")
 			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
 			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
 			fs.Bool("tune", false, "run 'sqm tune' on the emulated link instead (each rate loaded for --duration, default 6s here), then the oracle's 1 % sweep and a test at the chosen rates")
@@ -191,6 +196,7 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 		}
 	}
 	o.Shaping = s
+	o.ECN = get("ecn").(bool)
 	return o, nil
 }
 

@@ -41,6 +41,12 @@ type Options struct {
 	// for an idle median without stretching the run under emulation).
 	Idle    time.Duration
 	Shaping Shaping
+	// ECN makes the client and the server ask for ECN on their TCP
+	// connections (net.ipv4.tcp_ecn=1 in both namespaces), so the load in
+	// both directions is ECN-capable and an AQM's signals can be marks.
+	// Off, both keep Linux's default (2: accept ECN, never ask for it), so
+	// the lab's own connections carry no ECN, as most hosts' do today.
+	ECN bool
 	// Progress, if set, is told each phase as it starts.
 	Progress func(phase string)
 }
@@ -75,7 +81,10 @@ type LinkReport struct {
 	MaxGoodputDownMbps float64  `json:"max_goodput_down_mbps"`
 	MaxGoodputUpMbps   float64  `json:"max_goodput_up_mbps"`
 	Namespaces         []string `json:"namespaces"`
-	nsIDs              []string // /proc identities, for tests
+	// TCPECN is net.ipv4.tcp_ecn in the client and server namespaces
+	// (Options.ECN): 1 asks for ECN, 2 only accepts it.
+	TCPECN int      `json:"tcp_ecn"`
+	nsIDs  []string // /proc identities, for tests
 	// Modem is the netem counters of each direction (dn0 towards the
 	// client, up0 towards the server) after each run; they are cumulative,
 	// so "after" minus "before" is the shaped run's share. Drops and a

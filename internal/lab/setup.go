@@ -58,13 +58,17 @@ func setup(ctx context.Context, o *Options) (r *rig, err error) {
 	if err := t.modem(down, up); err != nil {
 		return nil, err
 	}
+	ecn, err := t.setECN(o.ECN)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := t.startServer(ctx)
 	if err != nil {
 		return nil, err
 	}
 
 	r = &rig{t: t, srv: srv, q: q, src: src,
-		link: LinkReport{Link: link, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
+		link: LinkReport{Link: link, TCPECN: ecn, RTTMs: float64(link.RTT) / 1e6, Namespaces: t.names(), nsIDs: t.ids()}}
 	eff := link.Efficiency()
 	r.link.MaxGoodputDownMbps = float64(link.DownBits) * eff / 1e6
 	r.link.MaxGoodputUpMbps = float64(link.UpBits) * eff / 1e6

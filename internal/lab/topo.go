@@ -95,3 +95,22 @@ func (t *topology) modem(down, up Modem) error {
 		return nil
 	})
 }
+
+// setECN sets net.ipv4.tcp_ecn in the client and server namespaces: 1
+// (ask for ECN) when on, else Linux's default 2 (accept it when asked,
+// never ask), written anyway so the lab does not depend on what a new
+// namespace inherits. The routers in between need nothing: forwarding
+// passes the ECN field, and only the AQMs change it. It returns the value
+// written.
+func (t *topology) setECN(on bool) (int, error) {
+	v := 2
+	if on {
+		v = 1
+	}
+	for _, n := range []*netns.NS{t.client, t.server} {
+		if err := n.SetSysctl("net.ipv4.tcp_ecn", fmt.Sprint(v)); err != nil {
+			return 0, fmt.Errorf("lab: endpoints' ECN: %w", err)
+		}
+	}
+	return v, nil
+}
