@@ -162,14 +162,14 @@ func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
 		}
 		page.Links[dev.Device] = l
 	}
-	last, lerr, at := d.Last()
-	for k, o := range last {
+	last := d.Last()
+	for k, o := range last.Outcomes {
 		page.Last[k] = o.String()
 	}
-	if lerr != nil {
-		page.LastError = lerr.Error()
+	if last.Err != nil {
+		page.LastError = last.Err.Error()
 	}
-	page.LastAt = at.UTC()
+	page.LastAt = last.At.UTC()
 	return page, serr
 }
 

@@ -87,17 +87,24 @@ type RequestResult struct {
 	Err      error
 }
 
-// Last returns the latest outcome per interface of any operation, and the
-// last operation's error with its time, for a status page: what the
-// daemon did is otherwise only in its log.
-func (d *Daemon) Last() (map[string]Outcome, error, time.Time) {
+// LastRun is what the daemon last did: the latest outcome per interface of
+// any operation, and the last operation's error with its time.
+type LastRun struct {
+	Outcomes map[string]Outcome
+	Err      error
+	At       time.Time
+}
+
+// Last reports what the daemon last did, for a status page: otherwise it
+// is only in the daemon's log.
+func (d *Daemon) Last() LastRun {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := make(map[string]Outcome, len(d.last))
 	for k, v := range d.last {
 		m[k] = v
 	}
-	return m, d.lastErr, d.lastAt
+	return LastRun{Outcomes: m, Err: d.lastErr, At: d.lastAt}
 }
 
 type stamp struct {

@@ -35,9 +35,8 @@ func TestDaemonRequest(t *testing.T) {
 	if k.count(k.applies, "eth0") != 2 {
 		t.Errorf("applies = %d; want 2", k.count(k.applies, "eth0"))
 	}
-	last, err, _ := d.Last()
-	if err != nil || last["eth0"].Action != ActApplied {
-		t.Errorf("Last() = %v, %v", last, err)
+	if last := d.Last(); last.Err != nil || last.Outcomes["eth0"].Action != ActApplied || last.At.IsZero() {
+		t.Errorf("Last() = %+v", last)
 	}
 
 	r.writeRaw("{not json")
@@ -48,7 +47,7 @@ func TestDaemonRequest(t *testing.T) {
 	if k.count(k.applies, "eth0") != 2 {
 		t.Errorf("a broken config changed the kernel: applies = %d", k.count(k.applies, "eth0"))
 	}
-	if _, err, _ := d.Last(); err == nil {
+	if d.Last().Err == nil {
 		t.Error("Last() does not report the failed reload")
 	}
 }
