@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -189,9 +190,10 @@ func dialFrom(t testing.TB, local, addr string) net.Conn {
 	return c
 }
 
-// handshakeFrom runs the control handshake from local by hand and returns
-// the open control connection with the server's answer (welcome or error).
-func handshakeFrom(t testing.TB, local, addr string) (net.Conn, *message) {
+// helloFrom runs the control handshake from local by hand up to the
+// server's answer, which it leaves unread: a test may need to act while
+// the server decides. The connection's deadline is 10 s away.
+func helloFrom(t testing.TB, local, addr string) net.Conn {
 	t.Helper()
 	c := dialFrom(t, local, addr)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -205,11 +207,38 @@ func handshakeFrom(t testing.TB, local, addr string) (net.Conn, *message) {
 	if err := writeMessage(c, &message{Type: msgAuth}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err = readMessage(c); err != nil {
+	return c
+}
+
+// handshakeFrom runs the control handshake from local by hand and returns
+// the open control connection with the server's answer (welcome or error).
+func handshakeFrom(t testing.TB, local, addr string) (net.Conn, *message) {
+	t.Helper()
+	c := helloFrom(t, local, addr)
+	m, err := readMessage(c)
+	if err != nil {
 		t.Fatalf("welcome from %s: %v", local, err)
 	}
 	c.SetDeadline(time.Time{})
 	return c, m
+}
+
+// logLines keeps a Server's log lines for the test to read once it is done.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(f string, a ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(f, a...))
+}
+
+func (l *logLines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
 }
 
 // waitClosed reads c until the server closes it.
@@ -305,14 +334,9 @@ func TestServerBackToBackSessions(t *testing.T) {
 	if m.Type != msgWelcome {
 		t.Fatalf("first session: %+v", m)
 	}
-	c := dialFrom(t, "127.0.0.2", addr)
+	c := helloFrom(t, "127.0.0.2", addr)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Minute))
-	writeMessage(c, &message{Type: msgHello, Version: ProtocolVersion, DurationMs: 1000})
-	if m, err := readMessage(c); err != nil || m.Type != msgChallenge {
-		t.Fatalf("challenge: %+v, %v", m, err)
-	}
-	writeMessage(c, &message{Type: msgAuth})
 	// Wait until the second hello waits for the slot (no time assumed).
 	for waiting := 0; waiting == 0; {
 		time.Sleep(time.Millisecond)
@@ -355,20 +379,14 @@ func TestServeSurvivesAcceptErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := &flakyListener{Listener: ln, n: 6}
-	var mu sync.Mutex
-	var lines []string
-	logf := func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-	}
+	var logs logLines
 	pc, err := net.ListenPacket("udp4", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- NewServer(Limits{}, logf).Serve(ctx, fl, pc) }()
+	go func() { served <- NewServer(Limits{}, logs.logf).Serve(ctx, fl, pc) }()
 	_, err = Run(context.Background(), Options{Addr: ln.Addr().String(), Mode: ModeIdle, Duration: 200 * time.Millisecond, Interval: 50 * time.Millisecond, NoICMP: true})
 	select {
 	case err := <-served:
@@ -382,8 +400,7 @@ func TestServeSurvivesAcceptErrors(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := logs.get()
 	var accept []string
 	for _, l := range lines {
 		if strings.Contains(l, "accept") {
@@ -402,16 +419,10 @@ func TestServerRefusalLogsThrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var lines []string
-	logf := func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-	}
+	var logs logLines
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- NewServer(Limits{}, logf).Serve(ctx, ln, nil) }()
+	go func() { served <- NewServer(Limits{}, logs.logf).Serve(ctx, ln, nil) }()
 	const n = 300
 	for i := range n {
 		c := dialFrom(t, fmt.Sprintf("127.0.1.%d", i%50+1), ln.Addr().String())
@@ -423,8 +434,7 @@ func TestServerRefusalLogsThrottled(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := logs.get()
 	want := regexp.MustCompile(fmt.Sprintf(`^server: %d more \(bad first message\) in the last \d+s, from 50 addresses`, n-1))
 	if len(lines) != 2 || !want.MatchString(lines[1]) {
 		t.Errorf("log for %d bad connections:\n%s\nwant the first and a line matching %q", n, strings.Join(lines, "\n"), want)
@@ -438,20 +448,14 @@ func TestServerSessionLogsThrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var lines []string
-	logf := func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-	}
+	var logs logLines
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	const n = 50
 	// The limits let sessions overlap: the server may not yet have seen
 	// the last one close when the next begins.
 	lim := Limits{MaxClients: n + 1, MaxClientsPerAddr: n}
-	go func() { served <- NewServer(lim, logf).Serve(ctx, ln, nil) }()
+	go func() { served <- NewServer(lim, logs.logf).Serve(ctx, ln, nil) }()
 	for range n {
 		c, m := handshakeFrom(t, "127.0.0.2", ln.Addr().String())
 		if m.Type != msgWelcome {
@@ -466,8 +470,7 @@ func TestServerSessionLogsThrottled(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := logs.get()
 	count := func(re string) int {
 		k := 0
 		for _, l := range lines {
