@@ -10,7 +10,6 @@ package rpm_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,7 +23,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -34,31 +32,13 @@ import (
 	"testing"
 	"time"
 
-	"sqm/internal/cli"
+	"sqm/internal/clitest"
 	"sqm/internal/netns"
 	"sqm/internal/rpm"
 	"sqm/internal/testutil"
 )
 
-// cliEnv makes the test binary act as sqm, so the tests run the real
-// command line inside a namespace without building a binary.
-const cliEnv = "SQM_RPM_TEST_CLI"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(cliEnv) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-func sqmCmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
-	return cmd
-}
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // The link: 10 Mbit/s each way through htb with a 100-packet FIFO behind
 // it, so a saturated direction queues about 120 ms (100 * 1514 B at
@@ -84,42 +64,23 @@ func newLink(t *testing.T) *link {
 		t.Skip("needs ping (iputils-ping) as the reference")
 	}
 	l := &link{srv: netns.NewT(t, "rpmS"), cli: netns.NewT(t, "rpmC")}
-	if err := l.srv.Veth("vrS", l.cli, "vrC"); err != nil {
+	ends := []netns.End{
+		{NS: l.srv, Dev: "vrS", Addrs: []string{srvIP + "/24"}},
+		{NS: l.cli, Dev: "vrC", Addrs: []string{cliIP + "/24"}},
+	}
+	if err := netns.Link(ends[0], ends[1]); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []struct {
-		ns       *netns.NS
-		dev, ip4 string
-	}{{l.srv, "vrS", srvIP + "/24"}, {l.cli, "vrC", cliIP + "/24"}} {
-		// Offloads would let htb see 64 KB super-packets and overshoot.
-		if err := s.ns.DisableOffloads(s.dev); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.ns.AddAddr(s.dev, s.ip4); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.ns.Up("lo", s.dev); err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range ends {
 		// Loss-based congestion control fills the FIFO, so the queue ping
 		// and the probes cross is the FIFO's length whatever the machine's
 		// default (BBR keeps a smaller, wandering queue). Reno, because a
 		// namespace may only pick from tcp_allowed_congestion_control,
 		// where reno always is.
-		if err := s.ns.SetSysctl("net.ipv4.tcp_congestion_control", "reno"); err != nil {
+		if err := e.NS.SetSysctl("net.ipv4.tcp_congestion_control", "reno"); err != nil {
 			t.Fatal(err)
 		}
-		for _, args := range [][]string{
-			{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "htb", "default", "1"},
-			{"class", "add", "dev", s.dev, "parent", "1:", "classid", "1:1", "htb",
-				"rate", fmt.Sprintf("%dmbit", rateMbit), "ceil", fmt.Sprintf("%dmbit", rateMbit)},
-			{"qdisc", "add", "dev", s.dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", strconv.Itoa(fifoLimit)},
-		} {
-			if out, err := s.ns.Output(exec.Command("tc", args...)); err != nil {
-				t.Fatalf("tc %v: %v\n%s", args, err, out)
-			}
-		}
-		if err := s.ns.WaitReady(s.dev, 5*time.Second); err != nil {
+		if err := e.NS.HTB(e.Dev, rateMbit*1000, "pfifo", "limit", strconv.Itoa(fifoLimit)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,7 +239,7 @@ http {
 // startSQMServer runs `sqm server --rpm` in the server namespace.
 func startSQMServer(t *testing.T, l *link) string {
 	t.Helper()
-	cmd := sqmCmd("server", "--listen", srvIP+":0", "--rpm", srvIP+":4444")
+	cmd := clitest.Command("server", "--listen", srvIP+":0", "--rpm", srvIP+":4444")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := l.srv.Start(cmd); err != nil {
@@ -383,7 +344,7 @@ const (
 func runRPM(t *testing.T, l *link, args ...string) *rpm.Result {
 	t.Helper()
 	p := startPing(t, l)
-	cmd := sqmCmd(append([]string{"test", "--json", "--quiet", "--duration", "12s"}, args...)...)
+	cmd := clitest.Command(append([]string{"test", "--json", "--quiet", "--duration", "12s"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := l.cli.Output(cmd)
