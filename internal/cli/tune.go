@@ -32,11 +32,13 @@ func cmdTune() *command {
 		irttAddr, irttHMAC, irttFile  string
 		noICMP                        bool
 		streams                       int
+		detectLL                      bool
+		llo                           linkLayerOpts
 	)
 	return &command{
 		name:    "tune",
 		summary: "find the shaper rates that keep latency low at the most throughput, and draw the trade-off",
-		usage:   "sqm tune [--config FILE] [--section NAME] [--profile gaming|balanced|throughput | --target MS] [--duration D] [--json] [--plot F.svg|F.png] [--write] HOST[:PORT] | --iperf3 HOST[:PORT]",
+		usage:   "sqm tune [--config FILE] [--section NAME] [--profile gaming|balanced|throughput | --target MS] [--duration D] [--json] [--plot F.svg|F.png] [--write] HOST[:PORT] | --iperf3 HOST[:PORT]\n       sqm tune --linklayer [--sizes LO-HI[/STEP]] [--repeat N] [--interval D] [--json] HOST",
 		help: `Run on the machine that shapes. Measures against a server as 'sqm test'
 does, changing the shaping of the section's interface as it goes:
 
@@ -60,6 +62,14 @@ section of the config file, changing nothing else in it (comments, order
 and options sqm does not know are kept byte for byte), and applies it;
 otherwise the 'uci set' commands are printed. The link layer and overhead
 stay as configured.
+
+--linklayer instead sends ICMP echoes of many sizes (--sizes, each
+--repeat times, one every --interval, in random order) over the idle line
+to HOST and tells ATM from Ethernet/PTM framing: on ATM the round trip
+climbs in steps every 48 bytes, and where they fall gives the per-packet
+overhead (known only modulo 48; the value between 6 and 53 is reported).
+It prints the verdict, how sure it is, and cake options for the section's
+interface (PPPoE, VLAN). It changes no shaping.
 
 Example (seed 004's ADSL line):
 
@@ -87,8 +97,21 @@ Example (seed 004's ADSL line):
 			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file`")
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
 			fs.IntVar(&streams, "streams", 5, "TCP streams per direction")
+			fs.BoolVar(&detectLL, "linklayer", false, "detect the link layer (ATM or not) and the ATM overhead instead of tuning rates")
+			fs.StringVar(&llo.sizes, "sizes", "60-252", "--linklayer: IP packet sizes `LO-HI[/STEP]` in bytes")
+			fs.IntVar(&llo.repeat, "repeat", 10, "--linklayer: echoes per size")
+			units.DurationVar(fs, &llo.interval, "interval", 10*time.Millisecond, "--linklayer: time between echoes")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			if detectLL {
+				if iperf3Addr != "" || write || plotFile != "" || len(args) != 1 {
+					return usageError("--linklayer probes one HOST with ICMP echo: give exactly one HOST and no --iperf3, --write or --plot (got %d arguments)", len(args))
+				}
+				if v4 && v6 {
+					return usageError("-4 and -6 exclude each other")
+				}
+				return runLinkLayer(ctx, env, fs, llo, section, args[0], jsonOut, quiet, v4, v6)
+			}
 			addr := ""
 			switch {
 			case iperf3Addr != "" && len(args) > 0:
