@@ -179,7 +179,7 @@ func newRoutedLink(t *testing.T) *link {
 		}
 	}
 	for _, s := range []struct {
-		ns       *netns.NS
+		ns      *netns.NS
 		dev, gw string
 	}{{l.srv, "vrS", "10.78.0.254"}, {l.cli, "vrC", "10.79.0.254"}} {
 		if err := s.ns.WaitReady(s.dev, 5*time.Second); err != nil {
