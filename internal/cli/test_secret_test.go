@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // sqm test takes the secret from the same sources as sqm server
@@ -35,9 +34,7 @@ func TestTestSecretSources(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	for i := 0; i < 250 && !strings.Contains(srvLog.String(), "listening"); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(t, &srvLog, cancel)
 
 	dir := t.TempDir()
 	file := func(name, content string) string {

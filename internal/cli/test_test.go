@@ -48,9 +48,7 @@ func TestServerAndTestCommands(t *testing.T) {
 	go func() {
 		done <- run(ctx, &Env{Stdout: &srvErr, Stderr: &srvErr, Getenv: os.Getenv}, []string{"server", "--listen", addr, "--secret", "x"})
 	}()
-	for i := 0; i < 50 && !strings.Contains(srvErr.String(), "listening"); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(t, &srvErr, cancel)
 
 	dir := t.TempDir()
 	svg, flent := filepath.Join(dir, "p.svg"), filepath.Join(dir, "r.flent.gz")
