@@ -98,18 +98,16 @@ func iperf3Link(t *testing.T) *nsPair {
 		ns  *netns.NS
 		dev string
 	}{{p.a, "vbA"}, {p.b, "vbB"}} {
-		for _, args := range [][]string{
-			{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:10", "htb", "rate", "2mbit", "ceil", "20mbit", "prio", "0"},
-			{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:20", "htb", "rate", "18mbit", "ceil", "20mbit", "prio", "1"},
-			{"qdisc", "add", "dev", s.dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "100"},
-			{"qdisc", "add", "dev", s.dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "100"},
-			{"filter", "add", "dev", s.dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+		if err := s.ns.TC(
+			[]string{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:10", "htb", "rate", "2mbit", "ceil", "20mbit", "prio", "0"},
+			[]string{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:20", "htb", "rate", "18mbit", "ceil", "20mbit", "prio", "1"},
+			[]string{"qdisc", "add", "dev", s.dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "100"},
+			[]string{"qdisc", "add", "dev", s.dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "100"},
+			[]string{"filter", "add", "dev", s.dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
 				"match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:10"},
-			{"filter", "add", "dev", s.dev, "parent", "1:", "protocol", "all", "prio", "2", "u32", "match", "u32", "0", "0", "flowid", "1:20"},
-		} {
-			if out, err := s.ns.Output(exec.Command("tc", args...)); err != nil {
-				t.Fatalf("tc %v: %v\n%s", args, err, out)
-			}
+			[]string{"filter", "add", "dev", s.dev, "parent", "1:", "protocol", "all", "prio", "2", "u32", "match", "u32", "0", "0", "flowid", "1:20"},
+		); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return p

@@ -59,15 +59,8 @@ func TestNetnsIRTT(t *testing.T) {
 		}
 	}
 	p := newNSPair(t, 0)
-	for _, args := range [][]string{
-		{"qdisc", "add", "dev", "vbB", "root", "handle", "1:", "htb", "default", "1"},
-		{"class", "add", "dev", "vbB", "parent", "1:", "classid", "1:1", "htb",
-			"rate", fmt.Sprintf("%dmbit", irttRateMbit), "ceil", fmt.Sprintf("%dmbit", irttRateMbit)},
-		{"qdisc", "add", "dev", "vbB", "parent", "1:1", "bfifo", "limit", strconv.Itoa(irttQueueBytes)},
-	} {
-		if out, err := p.b.Output(exec.Command("tc", args...)); err != nil {
-			t.Fatalf("tc %v: %v\n%s", args, err, out)
-		}
+	if err := p.b.HTB("vbB", irttRateMbit*1000, "bfifo", "limit", strconv.Itoa(irttQueueBytes)); err != nil {
+		t.Fatal(err)
 	}
 	const key = "0x736563726574" // irtt's hex form; "secret"
 	srv := exec.Command("irtt", "server", "-b", "10.77.0.1:2112", "--hmac="+key)
@@ -315,9 +308,8 @@ func TestNetnsIPerf3IRTT(t *testing.T) {
 		ns  *netns.NS
 		dev string
 	}{{p.a, "vbA"}, {p.b, "vbB"}} {
-		args := []string{"qdisc", "add", "dev", s.dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", "100"}
-		if out, err := s.ns.Output(exec.Command("tc", args...)); err != nil {
-			t.Fatalf("tc %v: %v\n%s", args, err, out)
+		if err := s.ns.TC([]string{"qdisc", "add", "dev", s.dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", "100"}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	iperf3test.Serve(t, []string{"ip", "netns", "exec", p.a.Name()}, "10.77.0.1", 5201)

@@ -4,13 +4,11 @@ package bloat_test
 
 // Test-only topology: a pair of namespaces joined by a veth, optionally
 // rate-limited with htb (which this machine's kernel has). Namespaces,
-// links and addresses come from internal/netns; the htb tree from tc.
+// links, addresses and the htb tree come from internal/netns.
 
 import (
-	"fmt"
 	"os/exec"
 	"testing"
-	"time"
 
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
@@ -27,48 +25,22 @@ type nsPair struct {
 func newNSPair(t testing.TB, rateMb int) *nsPair {
 	t.Helper()
 	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("tc"); rateMb > 0 && err != nil {
+		t.Skip("needs tc (iproute2) for the htb rate limit")
+	}
 	p := &nsPair{a: netns.NewT(t, "sqmbA"), b: netns.NewT(t, "sqmbB")}
-	if err := p.a.Veth("vbA", p.b, "vbB"); err != nil {
+	ends := []netns.End{
+		{NS: p.a, Dev: "vbA", Addrs: []string{"10.77.0.1/24", "fd77::1/64"}},
+		{NS: p.b, Dev: "vbB", Addrs: []string{"10.77.0.2/24", "fd77::2/64"}},
+	}
+	if err := netns.Link(ends[0], ends[1]); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []struct {
-		ns       *netns.NS
-		dev      string
-		ip4, ip6 string
-	}{{p.a, "vbA", "10.77.0.1/24", "fd77::1/64"}, {p.b, "vbB", "10.77.0.2/24", "fd77::2/64"}} {
-		// Offloads would let htb see 64 KB super-packets and overshoot.
-		if err := s.ns.DisableOffloads(s.dev); err != nil {
-			t.Fatal(err)
-		}
-		for _, cidr := range []string{s.ip4, s.ip6} {
-			if err := s.ns.AddAddr(s.dev, cidr); err != nil {
+	for _, e := range ends {
+		if rateMb > 0 {
+			if err := e.NS.HTB(e.Dev, rateMb*1000); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := s.ns.Up("lo", s.dev); err != nil {
-			t.Fatal(err)
-		}
-		if rateMb > 0 {
-			if _, err := exec.LookPath("tc"); err != nil {
-				t.Skip("needs tc (iproute2) for the htb rate limit")
-			}
-			for _, args := range [][]string{
-				{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "htb", "default", "1"},
-				{"class", "add", "dev", s.dev, "parent", "1:", "classid", "1:1", "htb",
-					"rate", fmt.Sprintf("%dmbit", rateMb), "ceil", fmt.Sprintf("%dmbit", rateMb)},
-			} {
-				if out, err := s.ns.Output(exec.Command("tc", args...)); err != nil {
-					t.Fatalf("tc %v: %v\n%s", args, err, out)
-				}
-			}
-		}
-	}
-	for _, s := range []struct {
-		ns  *netns.NS
-		dev string
-	}{{p.a, "vbA"}, {p.b, "vbB"}} {
-		if err := s.ns.WaitReady(s.dev, 5*time.Second); err != nil {
-			t.Fatal(err)
 		}
 	}
 	return p

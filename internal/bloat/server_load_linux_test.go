@@ -35,37 +35,18 @@ const (
 func loadLink(t *testing.T, s *netns.NS, n, rateMb int) *netns.NS {
 	t.Helper()
 	c := netns.NewT(t, "sqmfl")
-	sDev, cDev := fmt.Sprintf("vfs%d", n), "vfc"
-	if err := s.Veth(sDev, c, cDev); err != nil {
+	ends := []netns.End{
+		{NS: s, Dev: fmt.Sprintf("vfs%d", n), Addrs: []string{fmt.Sprintf("10.81.%d.1/24", n)}},
+		{NS: c, Dev: "vfc", Addrs: []string{fmt.Sprintf("10.81.%d.2/24", n)}},
+	}
+	if err := netns.Link(ends[0], ends[1]); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []struct {
-		ns   *netns.NS
-		dev  string
-		addr string
-	}{{s, sDev, fmt.Sprintf("10.81.%d.1/24", n)}, {c, cDev, fmt.Sprintf("10.81.%d.2/24", n)}} {
-		if err := e.ns.DisableOffloads(e.dev); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.ns.AddAddr(e.dev, e.addr); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.ns.Up("lo", e.dev); err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range ends {
 		if rateMb > 0 {
-			for _, args := range [][]string{
-				{"qdisc", "add", "dev", e.dev, "root", "handle", "1:", "htb", "default", "1"},
-				{"class", "add", "dev", e.dev, "parent", "1:", "classid", "1:1", "htb",
-					"rate", fmt.Sprintf("%dmbit", rateMb), "ceil", fmt.Sprintf("%dmbit", rateMb)},
-			} {
-				if out, err := e.ns.Output(exec.Command("tc", args...)); err != nil {
-					t.Fatalf("tc %v: %v\n%s", args, err, out)
-				}
+			if err := e.NS.HTB(e.Dev, rateMb*1000); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if err := e.ns.WaitReady(e.dev, 5*time.Second); err != nil {
-			t.Fatal(err)
 		}
 	}
 	return c
