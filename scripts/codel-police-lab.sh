@@ -8,10 +8,11 @@
 # OUTDIR; the summary (one line per run) goes to stdout.
 #
 # The VM is emulated (TCG) on the host's CPUs: when the host is busy the
-# guest stalls, and the unshaped run ("none") carries far less than the
-# line rate with seconds-long RTT spikes. The summary prints the host's
-# load average and the unshaped download for each run so such runs can be
-# told apart (docs/evidence/codel-police-lab.md).
+# guest stalls: every recipe's shaped download falls far below the 50
+# Mbit/s it is shaped to and single RTTs reach hundreds of milliseconds.
+# The summary prints the host's load average and the largest induced RTT
+# (max) of each run so such runs can be told apart
+# (docs/evidence/codel-police-lab.md).
 #
 # usage: scripts/codel-police-lab.sh [ROUNDS] [OUTDIR] [RECIPE...]   (as root)
 #   RECIPE is a --script name, optionally with +ecn (the lab's --ecn);
@@ -47,7 +48,7 @@ done
 # induced one-way delay towards the client (the direction the ingress
 # recipe governs).
 {
-printf 'recipe\trun\tload\tnone_dn\tp50\tp90\tdown\tup\tloss%%\towd_dn\tcounters\n'
+printf 'recipe\trun\tload\tnone_dn\tp50\tp90\tmax\tdown\tup\tloss%%\towd_dn\tcounters\n'
 for f in "$out"/*-[0-9]*.json; do
 	b=$(basename "$f" .json)
 	load=$(tr ' ' '>' <"${f%.json}.load" 2>/dev/null || echo -)
@@ -60,7 +61,7 @@ for f in "$out"/*-[0-9]*.json; do
 		([.shaping.status[] | select(.codel_police) | .codel_police |
 			"pass \(.passed_packets) mark \(.marked_packets) dropsig \(.dropped_signal_packets) droplim \(.dropped_limit_packets) spared \(.spared)"] | join(", ")) as $cp |
 		[$name, $run, $load, (.before.download_mbps | r(100)),
-		 (ind(.after; "median_ms") | r(10)), (ind(.after; "p90_ms") | r(10)),
+		 (ind(.after; "median_ms") | r(10)), (ind(.after; "p90_ms") | r(10)), (ind(.after; "max_ms") | round),
 		 (.after.download_mbps | r(100)), (.after.upload_mbps | r(100)),
 		 (.after.loaded.loss_pct | r(100)), (owd(.after) | r(10)),
 		 ([$cp, $q] | map(select(. != "")) | join("; "))] | @tsv
