@@ -2,10 +2,14 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,66 +23,72 @@ import (
 const cakeConfig = `# cake on the WAN
 config queue 'wan'
 	option enabled '1'
-	option interface 'eth1'
-	option download '85000'
+	option interface 'wan0'
+	option download '20000'
 	option upload '10000'
 	option qdisc 'cake'
 	option script 'layer_cake.qos'
 	option eqdisc_opts 'memlimit 32mb'   # keep: not one of the page's words
 `
 
-// fakeCake is a status source whose cake counters grow on every call, as
-// under load: the host kernel has no cake, so the per-tin table and graph
-// are driven from the documented JSON layout here, and from a real cake
-// tree only in the VM (which has no browser).
-type fakeCake struct {
-	mu sync.Mutex
-	n  uint64
+// replay serves the status documents TestVMWebCakeTins recorded from a
+// daemon shaping with a real cake while traffic ran (cakeRecording), one
+// per poll, then the last one: the host kernel has no cake, and what the
+// page shows should come from what a real cake reports, not invented
+// numbers.
+type replay struct {
+	mu   sync.Mutex
+	docs []json.RawMessage
+	n    int
 }
 
-func (f *fakeCake) status(context.Context) (any, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	n := f.n
-	tins := func(k int, rate uint64) []map[string]any {
-		var out []map[string]any
-		for i := 0; i < k; i++ {
-			out = append(out, map[string]any{
-				"threshold_rate": rate / uint64(k-i), "target_us": 5000, "interval_us": 100000,
-				"peak_delay_us": 900 + 400*i + int(n%7)*150, "avg_delay_us": 200 + 300*i + int(n%5)*120, "base_delay_us": 40 + 10*i,
-				"sent_packets": n * uint64(1000*(i+1)), "sent_bytes": n * uint64(1400000*(i+1)),
-				"dropped_packets": n * uint64(i), "ecn_marks": n * uint64(2*i), "ack_drops": n * uint64(i%2),
-				"backlog_bytes": 1514 * (i + 1), "sparse_flows": i + 1, "bulk_flows": 2 * i, "unresponsive_flows": 0,
-			})
-		}
-		return out
+func loadReplay(t *testing.T) *replay {
+	t.Helper()
+	b, err := os.ReadFile(cakeRecording)
+	must(t, err)
+	r := &replay{}
+	must(t, json.Unmarshal(b, &r.docs))
+	if len(r.docs) < 5 {
+		t.Fatalf("%s has %d polls; the graph needs five", cakeRecording, len(r.docs))
 	}
-	dev := func(name, of string, k int, rate uint64) map[string]any {
-		d := map[string]any{"device": name, "kernel": map[string]any{"device": name, "qdiscs": []map[string]any{{
-			"kind": "cake", "handle": "1:", "parent": "root", "bytes": n * rate / 8, "packets": n * 1000,
-			"drops": n, "overlimits": 0, "requeues": 0, "backlog_bytes": 3000, "backlog_packets": 2, "ecn_marks": 3 * n,
-			"cake": map[string]any{"tins": tins(k, rate/8)},
-		}}, "filters": 0}}
-		if of != "" {
-			d["ifb_of"] = of
-		} else {
-			d["shaping"] = map[string]any{"section": "wan", "source": "/etc/config/sqm", "applied_at": time.Now().Add(-5 * time.Minute).UTC().Format(time.RFC3339),
-				"options": map[string]any{"script": "layer_cake", "qdisc": "cake", "download": 85000, "upload": 10000, "linklayer": "ethernet", "overhead": 34}}
-			d["tree_matches"] = true
+	return r
+}
+
+func (r *replay) status(context.Context) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.docs[min(r.n, len(r.docs)-1)]
+	r.n++
+	return d, nil
+}
+
+// packetRows is, per recorded poll, the tin tables' "packets" rows as the
+// page should print them: download (ifb4wan0) then upload (wan0), tins
+// in kernel order.
+func (r *replay) packetRows(t *testing.T) []string {
+	var out []string
+	for _, raw := range r.docs {
+		var d statusDoc
+		must(t, json.Unmarshal(raw, &d))
+		var rows []string
+		for _, dev := range []string{"ifb4wan0", "wan0"} {
+			var cells []string
+			for _, tin := range d.tins(dev) {
+				cells = append(cells, strconv.FormatFloat(tin["sent_packets"].(float64), 'f', -1, 64))
+			}
+			rows = append(rows, strings.Join(cells, ","))
 		}
-		return d
+		out = append(out, strings.Join(rows, " | "))
 	}
-	return map[string]any{
-		"schema": 1, "devices": []any{dev("eth1", "", 4, 10_000_000), dev("ifb4eth1", "eth1", 3, 85_000_000)},
-		"links": map[string]any{"eth1": map[string]bool{"exists": true, "up": true, "running": true}},
-		"last":  map[string]string{"eth1": "eth1: applied (section \"wan\")"},
-	}, nil
+	return out
 }
 
 // TestBrowserCake checks what the host kernel cannot show: cake's per-tin
-// table and delay history, and the form's cake controls and link presets,
-// written into the file as eqdisc_opts/iqdisc_opts words and tcMPU.
+// table and delay history, fed the status a real cake gave in the VM
+// (TestVMWebCakeTins proves the counters move in the API while traffic
+// runs; this proves the page shows those numbers and updates them), and
+// the form's cake controls and link presets, written into the file as
+// eqdisc_opts/iqdisc_opts words and tcMPU.
 func TestBrowserCake(t *testing.T) {
 	chrome, err := exec.LookPath("chromium")
 	if err != nil {
@@ -99,7 +109,8 @@ func TestBrowserCake(t *testing.T) {
 	h, _ := web.HashPassword(adminPass)
 	users, err := web.ParseUsers("users", []byte("admin "+h))
 	must(t, err)
-	fc := &fakeCake{}
+	fc := loadReplay(t)
+	wantRows := fc.packetRows(t)
 	applied := 0
 	srv := &web.Server{
 		ConfigPath: cfg, Users: users, Status: fc.status,
@@ -126,15 +137,51 @@ func TestBrowserCake(t *testing.T) {
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
 		chromedp.SendKeys(css("#password"), adminPass), chromedp.Click(css("#login-form button")),
-		waitVisible(`.queue[data-device="eth1"] table.tins`))
+		waitVisible(`.queue[data-device="wan0"] table.tins`))
 	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.queue table.tins')].map(t => [...t.querySelectorAll('thead th')].map(th => th.textContent).join('|'))`))
 	must(t, err)
-	if len(heads) != 2 || heads[0] != "|Bulk|Best effort|Voice" || heads[1] != "|Bulk|Best effort|Video|Voice" {
+	if len(heads) != 2 || heads[0] != "|Bulk|Best effort|Voice" || heads[1] != "|Bulk|Best effort|Voice" {
 		t.Errorf("tin tables (download, upload): %q", heads)
 	}
+	// The packets rows show the recorded polls' numbers, in their order,
+	// and change as the polls do.
+	var seen []int
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < 3 {
+		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.queue table.tins')].map(t => {
+			const r = [...t.querySelectorAll('tbody tr')].find(r => r.cells[0].textContent === 'packets');
+			return r ? [...r.cells].slice(1).map(c => c.textContent).join(',') : '<no packets row>'; }).join(' | ')`))
+		must(t, err)
+		i := slices.Index(wantRows, row)
+		switch {
+		case i < 0:
+			t.Fatalf("tin packets shown %q are no recorded poll's:\n%s", row, strings.Join(wantRows, "\n"))
+		case len(seen) > 0 && i < seen[len(seen)-1]:
+			t.Fatalf("tin packets went back from poll %d to poll %d", seen[len(seen)-1], i)
+		case len(seen) == 0 || wantRows[i] != wantRows[seen[len(seen)-1]]:
+			seen = append(seen, i)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tin packets shown took %d values in 30 s (polls %v); want 3", len(seen), seen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("tin packets shown from polls %v", seen)
 	// Five polls give the delay graphs lines.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('.queue .graph-wrap')[1].querySelectorAll('polyline').length === 3`, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
 		t.Errorf("the ingress tin delay graph has no three lines: %v", err)
+	}
+	// The recorded delays are microseconds: the scale says so rather
+	// than rounding them to 0.0 ms.
+	labels, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.queue .graph-wrap .graph-max')].slice(1).map(e => e.textContent)`))
+	must(t, err)
+	for _, l := range labels {
+		if !regexp.MustCompile(`^[1-9]\d* µs avg delay$`).MatchString(l) {
+			t.Errorf("tin delay graph scale %q; want microseconds, not zero", l)
+		}
+	}
+	if len(labels) != 2 {
+		t.Errorf("tin delay graph scales: %q; want two", labels)
 	}
 	time.Sleep(3 * time.Second)
 	shot(ctx, t, shots, "cake-status-desktop")

@@ -488,7 +488,14 @@ func proxy(t *testing.T, ns *netns.NS, addr string) string {
 
 func waitHTTP(t *testing.T, url string, log fmt.Stringer) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitHTTPFor(t, url, log, 20*time.Second)
+}
+
+// waitHTTPFor is waitHTTP with a bound: the VM's emulated daemon starts
+// slower than the host's.
+func waitHTTPFor(t *testing.T, url string, log fmt.Stringer, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		res, err := http.Get(url)
 		if err == nil {
@@ -498,7 +505,7 @@ func waitHTTP(t *testing.T, url string, log fmt.Stringer) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page did not answer within 20 s: %v\ndaemon log:\n%s", err, log.String())
+			t.Fatalf("the page did not answer within %s: %v\ndaemon log:\n%s", d, err, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -318,7 +318,9 @@ function tinGraph(h, n) {
   const series = [];
   for (let i = 0; i < n; i++) series.push(h.filter((s) => s.tins).map((s) => ({ t: s.t, v: s.tins[i] || 0 })));
   const wrap = el('div');
-  wrap.append(lineGraph(series, TIN_COLORS, (v) => v.toFixed(1) + ' ms avg delay'));
+  // A cake on an idle or fast link delays by microseconds: in ms the
+  // scale would read 0.0.
+  wrap.append(lineGraph(series, TIN_COLORS, (v) => fmtUs(Math.round(v * 1000)) + ' avg delay'));
   const lg = el('div', { class: 'legend' });
   tinNames(n).forEach((name, i) => { const sw = el('i'); sw.style.background = TIN_COLORS[i % TIN_COLORS.length]; lg.append(sw, name); });
   lg.append(' · average delay per tin');

@@ -1,0 +1,313 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"sqm/internal/clitest"
+	"sqm/internal/netns"
+	"sqm/internal/testutil"
+	"sqm/internal/vm"
+	"sqm/internal/web"
+)
+
+// vmCakeConfig shapes wan0 with layer_cake: cake diffserv3 both ways
+// (squash_ingress 0 keeps the ingress tins that sqm's default folds into
+// one, squash_dscp 0 the marks), so EF and CS1 marked pings and their
+// replies land in the Voice and Bulk tins.
+const vmCakeConfig = `config queue 'wan'
+	option enabled '1'
+	option interface 'wan0'
+	option download '20000'
+	option upload '10000'
+	option qdisc 'cake'
+	option script 'layer_cake.qos'
+	option squash_ingress '0'
+	option squash_dscp '0'
+`
+
+// cakeRecording is the status the daemon served in TestVMWebCakeTins
+// while traffic ran, one /api/status "status" document per poll. The host
+// kernel has no cake, so TestBrowserCake replays it to the browser.
+const cakeRecording = "testdata/cake-status-vm.json"
+
+// TestVMWebCakeTins runs `sqm daemon --http` shaping a veth with a real
+// cake in the VM, sends marked pings through it, and reads /api/status
+// the way the page does (log in, session cookie, poll) while they run:
+// every tin field the page's table shows is there, and the Voice, Bulk and
+// Best Effort tins' counters move from poll to poll in both directions.
+//
+// Chromium does not run here: under the VM's emulation (no KVM) one
+// headless start-up takes about 80 s (measured), and a page session many
+// minutes. What the browser does with this document is TestBrowserCake's
+// part, fed the recording this test checks the shape of.
+func TestVMWebCakeTins(t *testing.T) {
+	testutil.RequireVM(t)
+	dir := t.TempDir()
+	router := netns.NewT(t, "webcr")
+	peer := netns.NewT(t, "webcp")
+	must(t, router.Veth("wan0", peer, "peer0"))
+	must(t, router.AddAddr("wan0", "10.77.0.1/24"))
+	must(t, peer.AddAddr("peer0", "10.77.0.2/24"))
+	must(t, router.Up("lo", "wan0"))
+	must(t, peer.Up("lo", "peer0"))
+
+	cfg := filepath.Join(dir, "sqm")
+	must(t, os.WriteFile(cfg, []byte(vmCakeConfig), 0o644))
+	h, err := web.HashPassword(adminPass)
+	must(t, err)
+	users := filepath.Join(dir, "web-users")
+	must(t, os.WriteFile(users, []byte("admin "+h+"\n"), 0o600))
+
+	daemon := clitest.Command("daemon", "--config", cfg, "--state-dir", filepath.Join(dir, "run"),
+		"--http", webPort, "--http-users", users, "--stop-on-exit")
+	var daemonLog syncBuf
+	daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog
+	must(t, router.Start(daemon))
+	t.Cleanup(func() {
+		daemon.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { daemon.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			daemon.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", daemonLog.String())
+		}
+	})
+	base := proxy(t, router, "127.0.0.1:"+webPort)
+	waitHTTPFor(t, base+"/", &daemonLog, time.Minute)
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	res, err := c.Post(base+"/api/login", "application/json", strings.NewReader(`{"password":"`+adminPass+`"}`))
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("login: %s", res.Status)
+	}
+	poll := func() (json.RawMessage, *statusDoc) {
+		t.Helper()
+		res, err := c.Get(base + "/api/status")
+		must(t, err)
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		must(t, err)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET /api/status: %s: %s", res.Status, b)
+		}
+		var env struct {
+			Status json.RawMessage `json:"status"`
+		}
+		must(t, json.Unmarshal(b, &env))
+		var d statusDoc
+		must(t, json.Unmarshal(env.Status, &d))
+		return env.Status, &d
+	}
+	// The daemon applies in the background: wait for cake at both roots.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, d := poll()
+		if len(d.tins("wan0")) == 3 && len(d.tins("ifb4wan0")) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cake with 3 tins on wan0 and ifb4wan0 within a minute (tins: %d, %d); last status:\n%s",
+				len(d.tins("wan0")), len(d.tins("ifb4wan0")), r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Marked pings, replies included (the reply keeps the request's TOS),
+	// cross both cakes for a few seconds while the page's API is polled.
+	var pings []*exec.Cmd
+	for _, tos := range []string{"0xb8", "0x20", "0"} { // EF: Voice, CS1: Bulk, Best Effort
+		p := exec.Command("ping", "-q", "-c", "80", "-i", "0.05", "-Q", tos, "10.77.0.2")
+		must(t, router.Start(p))
+		pings = append(pings, p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var first error
+		for _, p := range pings {
+			if err := p.Wait(); err != nil && first == nil {
+				first = err
+			}
+		}
+		done <- first
+	}()
+	var raw []json.RawMessage
+	var docs []*statusDoc
+	running := true
+	for running {
+		select {
+		case err := <-done:
+			must(t, err)
+			running = false
+		default:
+		}
+		r, d := poll()
+		raw, docs = append(raw, r), append(docs, d)
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("%d polls while the pings ran", len(docs))
+
+	// Every field the page's tin table and graph read, in every tin.
+	fields := pageTinFields(t)
+	for _, f := range fields {
+		for _, dev := range []string{"wan0", "ifb4wan0"} {
+			for i, tin := range docs[len(docs)-1].tins(dev) {
+				if _, ok := tin[f].(float64); !ok {
+					t.Errorf("%s tin %d: the page reads %q, the API has %v", dev, i, f, tin[f])
+				}
+			}
+		}
+	}
+	// Moving: each tin's packet count takes at least three values while
+	// the pings run (two increases seen through the API, not one jump).
+	names := []string{"Bulk", "Best Effort", "Voice"}
+	for _, dev := range []string{"wan0", "ifb4wan0"} {
+		for i, name := range names {
+			var seen []float64
+			for _, d := range docs {
+				v, _ := d.tins(dev)[i]["sent_packets"].(float64)
+				if len(seen) == 0 || v != seen[len(seen)-1] {
+					seen = append(seen, v)
+				}
+			}
+			if !sort.Float64sAreSorted(seen) || len(seen) < 3 {
+				t.Errorf("%s tin %s: sent packets over %d polls went %v; want at least three rising values", dev, name, len(docs), seen)
+			}
+		}
+	}
+
+	// Keep what the page got, for TestBrowserCake (see cakeRecording).
+	rec, err := json.MarshalIndent(raw, "", " ")
+	must(t, err)
+	out := t.TempDir()
+	if fi, err := os.Stat(vm.GuestOutDir); err == nil && fi.IsDir() {
+		out = vm.GuestOutDir
+	}
+	must(t, os.WriteFile(filepath.Join(out, "cake-status-vm.json"), rec, 0o644))
+	t.Logf("recording in %s/cake-status-vm.json", out)
+	// The recording the host replays must have the shape the API serves.
+	golden, err := os.ReadFile(cakeRecording)
+	must(t, err)
+	var old []json.RawMessage
+	must(t, json.Unmarshal(golden, &old))
+	if len(old) == 0 {
+		t.Fatalf("%s is empty", cakeRecording)
+	}
+	if have, want := jsonPaths(old[len(old)-1]), jsonPaths(raw[len(raw)-1]); have != want {
+		t.Errorf("%s no longer has the API's shape; refresh it: flock /tmp/sqm-vm.lock go run ./tools/vmtest -keep -run TestVMWebCakeTins ./internal/web, then copy WORK/cake-status-vm.json there\nrecorded:\n%s\nserved now:\n%s", cakeRecording, have, want)
+	}
+}
+
+// statusDoc is the part of /api/status's document the test reads, as the
+// page reads it (app.js rootQdisc: the qdisc whose parent is root).
+type statusDoc struct {
+	Devices []struct {
+		Device string `json:"device"`
+		Kernel struct {
+			Qdiscs []struct {
+				Parent string `json:"parent"`
+				Cake   *struct {
+					Tins []map[string]any `json:"tins"`
+				} `json:"cake"`
+			} `json:"qdiscs"`
+		} `json:"kernel"`
+	} `json:"devices"`
+}
+
+func (d *statusDoc) tins(dev string) []map[string]any {
+	for _, x := range d.Devices {
+		if x.Device != dev {
+			continue
+		}
+		for _, q := range x.Kernel.Qdiscs {
+			if q.Parent == "root" && q.Cake != nil {
+				return q.Cake.Tins
+			}
+		}
+	}
+	return nil
+}
+
+// pageTinFields are the tin fields app.js reads ("(t) => ... t.field" in
+// the tin table, "x.avg_delay_us" for the delay graph), taken from the
+// page itself so a renamed field cannot slip past.
+func pageTinFields(t *testing.T) []string {
+	t.Helper()
+	js, err := os.ReadFile("assets/app.js")
+	must(t, err)
+	set := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\(t\) => [^\]]*?\bt\.([a-z_]+)`).FindAllSubmatch(js, -1) {
+		set[string(m[1])] = true
+	}
+	for _, m := range regexp.MustCompile(`tins\.map\(\(x\) => x\.([a-z_]+)`).FindAllSubmatch(js, -1) {
+		set[string(m[1])] = true
+	}
+	var out []string
+	for f := range set {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	if len(out) < 10 {
+		t.Fatalf("found only %v as tin fields in app.js; has the table changed?", out)
+	}
+	return out
+}
+
+// omitEmpty are keys the API leaves out when their value is zero or
+// empty (the rate estimator's rates, a problem's text): present in one poll
+// and not the next, they are no part of the shape.
+var omitEmpty = map[string]bool{"rate_bps": true, "rate_pps": true, "drift": true, "error": true, "last_error": true}
+
+// jsonPaths lists a document's object keys as paths, arrays collapsed to
+// [], one per line, sorted: its shape without its values.
+func jsonPaths(doc json.RawMessage) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if err := dec.Decode(&v); err != nil {
+		return "invalid JSON: " + err.Error()
+	}
+	set := map[string]bool{}
+	var walk func(p string, v any)
+	walk = func(p string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(p+"."+k, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(p+"[]", e)
+			}
+		default:
+			if !omitEmpty[p[strings.LastIndexByte(p, '.')+1:]] {
+				set[fmt.Sprintf("%s %T", p, v)] = true
+			}
+		}
+	}
+	walk("", v)
+	var out []string
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
