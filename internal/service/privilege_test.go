@@ -126,10 +126,19 @@ func startStopStatusDaemon(t *testing.T, r *rig, p privs, dev, recreate string, 
 			t.Logf("[%s] daemon log:\n%s", p.name, d.logs)
 		}
 	})
-	waitFor(t, 30*time.Second, "shaped by the daemon at start", shaped)
+	// done waits for the daemon's n-th "applied" for dev as well as for
+	// the tree: shaped sees the qdiscs before the daemon has added the
+	// ingress filter, and deleting the device then fails that apply
+	// (an ERROR in the log) instead of testing a re-creation.
+	done := func(n int) func() bool {
+		return func() bool {
+			return shaped() && strings.Count(d.logs.String(), "level=INFO msg=applied interface="+dev+" ") >= n
+		}
+	}
+	waitFor(t, 30*time.Second, "shaped by the daemon at start", done(1))
 	r.ns.sh(t, "ip link del "+dev)
 	r.ns.sh(t, recreate)
-	lat := waitFor(t, 30*time.Second, "re-created device shaped again by the daemon", shaped)
+	lat := waitFor(t, 30*time.Second, "re-created device shaped again by the daemon", done(2))
 	t.Logf("[%s] daemon shaped the re-created %s %v after it was created (default debounce)", p.name, dev, lat)
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-d.done; err != nil {
