@@ -45,11 +45,14 @@ const (
 type Options struct {
 	// Percentile of each size's samples kept as its delay (default 10).
 	Percentile float64
-	// MinRatio is how many times smaller one model's residual must be than
-	// the other's before it is believed (default 2). A sawtooth of step h
-	// on noise of deviation s moves the residual by h²/12 over s², so 2
-	// means a step of at least about 3.5 s.
-	MinRatio float64
+	// MinF is the F statistic one model must reach over the other before
+	// it is believed: the drop in residual it brings, in units of the
+	// residual variance per point, (RSS_other − RSS_it) / (RSS_it/(n−k))
+	// (default 12). It grows with the number of sizes, so more data can
+	// resolve a smaller step. On pure noise the best of the 48 staircases
+	// reaches at most 4.4 over 400 synthetic runs (the line over the best
+	// staircase 2.0), so 12 leaves room for noise that is not Gaussian.
+	MinF float64
 	// OverheadLow is where the window of reported ATM overheads starts
 	// (default 6); see Result.Overhead.
 	OverheadLow int
@@ -59,8 +62,8 @@ func (o Options) withDefaults() Options {
 	if o.Percentile == 0 {
 		o.Percentile = 10
 	}
-	if o.MinRatio == 0 {
-		o.MinRatio = 2
+	if o.MinF == 0 {
+		o.MinF = 12
 	}
 	if o.OverheadLow == 0 {
 		o.OverheadLow = 6
@@ -99,6 +102,12 @@ type Result struct {
 	// Ratio is the straight line's residual over the best staircase's:
 	// well above 1 is ATM, well below 1 a straight line, near 1 unsure.
 	Ratio float64 `json:"ratio"`
+	// FATM is the F statistic of the best staircase over the line and
+	// FLine that of the line over the staircase (see Options.MinF); FOverhead
+	// that of the best overhead over the best one more than 4 bytes away.
+	FATM      float64 `json:"f_atm"`
+	FLine     float64 `json:"f_line"`
+	FOverhead float64 `json:"f_overhead"`
 	// Margin is the residual of the best staircase more than 4 bytes (mod
 	// 48) from the best one over the best's: how clearly the overhead
 	// stands out.
@@ -227,11 +236,14 @@ func Detect(samples []Sample, o Options) (Result, error) {
 	}
 	res.Margin = ratio(second, rss[best])
 	res.Ratio = ratio(res.Line.RSS, rss[best])
-	dof := float64(len(pts) - 2)
+	n := float64(len(pts))
+	res.FATM = fstat(res.Line.RSS, rss[best], n-3)
+	res.FLine = fstat(rss[best], res.Line.RSS, n-2)
+	res.FOverhead = fstat(second, rss[best], n-3)
 	res.ByteUs = res.Line.BUs
 
 	switch {
-	case res.Ratio >= o.MinRatio && res.Stair.BUs > 0:
+	case res.FATM >= o.MinF && res.Stair.BUs > 0:
 		res.LinkLayer = ATM
 		res.Overhead = best
 		if best < o.OverheadLow {
@@ -243,22 +255,22 @@ func Detect(samples []Sample, o Options) (Result, error) {
 		}
 		res.StepUs = res.Stair.BUs * cellWire
 		res.ByteUs = res.Stair.BUs
-		res.NoiseUs = math.Sqrt(rss[best] / dof)
-		res.Sure = res.Margin >= o.MinRatio
+		res.NoiseUs = math.Sqrt(rss[best] / (n - 3))
+		res.Sure = res.FOverhead >= o.MinF
 		if res.Sure {
-			res.Reason = fmt.Sprintf("delay climbs in 48-byte steps of %.1f µs; the straight line leaves %.1fx the residual; overhead %d (mod 48: %d) fits %.1fx better than any more than 4 bytes away", res.StepUs, res.Ratio, res.Overhead, best, res.Margin)
+			res.Reason = fmt.Sprintf("delay climbs in 48-byte steps of %.1f µs (F %.0f over a straight line, %.1fx less residual); overhead %d (mod 48: %d) beats any more than 4 bytes away (F %.0f)", res.StepUs, res.FATM, res.Ratio, res.Overhead, best, res.FOverhead)
 		} else {
-			res.Reason = fmt.Sprintf("delay climbs in 48-byte steps of %.1f µs (the straight line leaves %.1fx the residual), but overheads up to %d bytes away fit nearly as well (%.2fx): the overhead is not sure", res.StepUs, res.Ratio, res.OverheadSpread, res.Margin)
+			res.Reason = fmt.Sprintf("delay climbs in 48-byte steps of %.1f µs (F %.0f over a straight line), but overheads up to %d bytes away fit nearly as well (F %.1f, need %.0f): the overhead is not sure", res.StepUs, res.FATM, res.OverheadSpread, res.FOverhead, o.MinF)
 		}
-	case res.Ratio <= 1/o.MinRatio && res.Line.BUs > 0:
+	case res.FLine >= o.MinF && res.Line.BUs > 0:
 		res.LinkLayer = Ethernet
-		res.NoiseUs = math.Sqrt(res.Line.RSS / dof)
+		res.NoiseUs = math.Sqrt(res.Line.RSS / (n - 2))
 		res.Sure = true
-		res.Reason = fmt.Sprintf("delay grows in a straight line, %.4f µs per byte; the best ATM staircase leaves %.1fx its residual. The per-packet overhead of a non-ATM line cannot be seen in idle delays", res.ByteUs, 1/res.Ratio)
+		res.Reason = fmt.Sprintf("delay grows in a straight line, %.4f µs per byte (F %.0f over the best ATM staircase). The per-packet overhead of a non-ATM line cannot be seen in idle delays", res.ByteUs, res.FLine)
 	default:
 		res.LinkLayer = Unknown
-		res.NoiseUs = math.Sqrt(math.Min(res.Line.RSS, res.Stair.RSS) / dof)
-		res.Reason = fmt.Sprintf("not sure: the straight line and the best ATM staircase fit about equally (ratio %.2f, need %.1f either way); a cell's serialisation (%.1f µs at the fitted rate) is lost in %.1f µs of timing noise: probe more samples per size, or the line is too fast to tell this way", res.Ratio, o.MinRatio, math.Max(res.Line.BUs, 0)*cellWire, res.NoiseUs)
+		res.NoiseUs = math.Sqrt(math.Min(res.Line.RSS, res.Stair.RSS) / (n - 3))
+		res.Reason = fmt.Sprintf("not sure: the straight line and the best ATM staircase fit about equally (F %.1f for ATM, %.1f for a line; need %.0f); a cell's serialisation (%.1f µs at the fitted rate) is lost in %.1f µs of timing noise: send more echoes per size, or the line is too fast to tell this way", res.FATM, res.FLine, o.MinF, math.Max(res.Line.BUs, 0)*cellWire, res.NoiseUs)
 	}
 	if res.ByteUs > 0 {
 		res.RateBits = 8 / res.ByteUs * 1e6
@@ -269,6 +281,24 @@ func Detect(samples []Sample, o Options) (Result, error) {
 func circDist(a, b int) int {
 	d := (a - b + cellPayload) % cellPayload
 	return min(d, cellPayload-d)
+}
+
+// fstat is (worse − better) / (better/dof): how much better fits, in units
+// of its own residual variance per point; capped like ratio.
+func fstat(worse, better, dof float64) float64 {
+	switch {
+	case math.IsInf(worse, 1) && math.IsInf(better, 1):
+		return 0
+	case math.IsInf(worse, 1):
+		return maxRatio
+	case math.IsInf(better, 1):
+		return -maxRatio
+	case better <= 0 && worse <= 0:
+		return 0
+	case better <= 0:
+		return maxRatio
+	}
+	return math.Max(math.Min((worse-better)/(better/dof), maxRatio), -maxRatio)
 }
 
 // maxRatio caps ratios so that a perfect fit (noise-free data) stays a

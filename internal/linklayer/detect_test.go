@@ -39,7 +39,7 @@ func TestDetectATMOverheads(t *testing.T) {
 		}},
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-18s %4s %8s %5s %6s %8s %7s\n", "line", "true", "reported", "mod48", "ratio", "margin", "sure")
+	fmt.Fprintf(&table, "%-18s %4s %8s %5s %7s %7s %5s\n", "line", "true", "reported", "mod48", "F atm", "F ovh", "sure")
 	for _, l := range lines {
 		worst := 0
 		for ov := 0; ov <= 60; ov++ {
@@ -63,7 +63,7 @@ func TestDetectATMOverheads(t *testing.T) {
 				t.Errorf("%s overhead %d: reported %d", l.name, ov, r.Overhead)
 			}
 			if ov%10 == 0 || ov == 44 {
-				fmt.Fprintf(&table, "%-18s %4d %8d %5d %6.1f %8.1f %7v\n", l.name, ov, r.Overhead, r.OverheadMod, math.Min(r.Ratio, 999), math.Min(r.Margin, 999), r.Sure)
+				fmt.Fprintf(&table, "%-18s %4d %8d %5d %7.0f %7.0f %5v\n", l.name, ov, r.Overhead, r.OverheadMod, math.Min(r.FATM, 99999), math.Min(r.FOverhead, 99999), r.Sure)
 			}
 		}
 		fmt.Fprintf(&table, "%-18s worst error mod 48 over 0..60: %d bytes\n", l.name, worst)

@@ -16,7 +16,7 @@ func TestDetectNeverWrong(t *testing.T) {
 	const seeds = 12
 	var table strings.Builder
 	fmt.Fprintf(&table, "cell 106 µs; %d runs per row, overheads %d..%d\n%-8s %-8s %6s %6s %8s %8s\n", seeds, 2, 2+5*(seeds-1), "jitter", "truth", "right", "sure", "unknown", "wrong")
-	for _, jitter := range []float64{50, 200, 250, 300, 400, 800, 3200} {
+	for _, jitter := range []float64{50, 200, 400, 800, 1200, 1600, 3200, 6400} {
 		for _, atm := range []bool{true, false} {
 			var right, sure, unknown, wrong int
 			for seed := range uint64(seeds) {
