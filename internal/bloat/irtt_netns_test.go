@@ -330,7 +330,11 @@ func TestNetnsIPerf3IRTT(t *testing.T) {
 	if res.Servers == nil || res.Servers.Load != "iperf3://10.77.0.1:5201" || !slices.Contains(res.Servers.Latency, "irtt://10.77.0.1:2112") {
 		t.Errorf("servers %+v: want load iperf3://10.77.0.1:5201 and latency irtt://10.77.0.1:2112", res.Servers)
 	}
-	if res.DownloadMbps < 10 || res.UploadMbps < 10 {
+	// Whether the load ran, not how well: the download's ACKs wait behind
+	// the upload in the same FIFO, so in 4 s its goodput falls as the
+	// upstream queue grows (10 loaded runs: up queue 137-237 ms, download
+	// 17.0-9.95 Mbit/s; the upload 17-20).
+	if res.DownloadMbps < 5 || res.UploadMbps < 10 {
 		t.Errorf("goodput down %.2f up %.2f Mbit/s through a 20 Mbit/s link: the load did not run", res.DownloadMbps, res.UploadMbps)
 	}
 	var icmp *bloat.ProbeSummary
