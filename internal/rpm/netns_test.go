@@ -317,13 +317,17 @@ func median(v []float64) float64 {
 //     retransmission, which the draft's trimmed mean (top 5 % dropped)
 //     keeps. The 35 % covers two different sample sets of a queue that
 //     saws between partly and fully occupied, and a busy 2-core machine.
-//   - The HTTP request on a new connection is one round trip plus what the
-//     server does with a fresh HTTP/2 connection: measured 1.44-1.88 round
-//     trips with either server; it must lie within 0.75-2.5.
+//   - The HTTP request on a new connection is one round trip, plus up to
+//     one more upstream queue on this link: the FIFO is the client host's
+//     own qdisc, and the kernel holds the request until the connection's
+//     Finished and preface have left it (autocorking), so the request
+//     joins the queue's tail a second time. Measured 1.44-1.88 round trips
+//     here, 1.05-1.11 with the shaping on a router (docs/rpm.md, "Where a
+//     probe's time goes"); it must lie within 0.75-2.5.
 //   - A self probe is multiplexed on a loaded connection, so it also waits
 //     behind what that connection's sender has committed and not sent,
-//     drained at the connection's share of the link (measured: 3.5-10
-//     times ping's RTT with 4-8 connections a direction; on upload
+//     drained at the connection's share of the link (measured: 3.5-6
+//     times ping's RTT with 4-10 connections a direction; on upload
 //     connections part of it is Go's HTTP/2 client holding the request
 //     behind the body's frames, see Probe.WaitMs). It can never beat the
 //     queue: its median must be at least 0.75 of ping's.
