@@ -71,6 +71,9 @@ func FuzzDetect(f *testing.F) {
 	f.Add(seed(flat()))
 	f.Add([]byte{0, 100, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 4*8192 { // more probes than a run sends
+			return
+		}
 		var s []Sample
 		for i := 0; i+4 <= len(b); i += 4 {
 			s = append(s, Sample{Size: int(binary.BigEndian.Uint16(b[i:])), RTT: time.Duration(binary.BigEndian.Uint16(b[i+2:])) * time.Microsecond})
