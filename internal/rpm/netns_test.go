@@ -321,12 +321,12 @@ func median(v []float64) float64 {
 //     one more upstream queue on this link: the FIFO is the client host's
 //     own qdisc, and the kernel holds the request until the connection's
 //     Finished and preface have left it (autocorking), so the request
-//     joins the queue's tail a second time. Measured 1.44-1.88 round trips
+//     joins the queue's tail a second time. Measured 1.44-1.90 round trips
 //     here, 1.05-1.11 with the shaping on a router (docs/rpm.md, "Where a
 //     probe's time goes"); it must lie within 0.75-2.5.
 //   - A self probe is multiplexed on a loaded connection, so it also waits
 //     behind what that connection's sender has committed and not sent,
-//     drained at the connection's share of the link (measured: 3.7-6.0
+//     drained at the connection's share of the link (measured: 3.5-6.0
 //     times ping's RTT with 7-13 connections a direction; on upload
 //     connections part of it is Go's HTTP/2 client holding the request
 //     behind the body's frames, see Probe.WaitMs). It can never beat the
