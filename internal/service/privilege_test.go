@@ -132,7 +132,7 @@ func startStopStatusDaemon(t *testing.T, r *rig, p privs, dev, recreate string, 
 	// (an ERROR in the log) instead of testing a re-creation.
 	done := func(n int) func() bool {
 		return func() bool {
-			return shaped() && strings.Count(d.logs.String(), "level=INFO msg=applied interface="+dev+" ") >= n
+			return shaped() && d.applied(dev) >= n
 		}
 	}
 	waitFor(t, 30*time.Second, "shaped by the daemon at start", done(1))

@@ -73,6 +73,13 @@ func (r *rig) startDaemon(t *testing.T, extra ...string) *daemon {
 	return d
 }
 
+// applied is how many times the daemon has logged applying a tree on
+// iface. It logs that once the kernel has the whole tree, which a look at
+// the qdiscs cannot tell: they are there before the ingress filter is.
+func (d *daemon) applied(iface string) int {
+	return strings.Count(d.logs.String(), "level=INFO msg=applied interface="+iface+" ")
+}
+
 // waitFor polls cond every 5 ms for up to limit and returns how long it took.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
@@ -103,19 +110,18 @@ func TestVMDaemonReappliesRecreatedInterface(t *testing.T) {
 	r.ns.sh(t, "ip link add vm0 type veth peer name vm1 && ip link set vm0 up && ip link set vm1 up")
 	r.config(cakeSection("wan", "vm0"))
 	d := r.startDaemon(t, "--debounce", "200ms")
-	waitFor(t, 20*time.Second, "vm0 shaped at start", func() bool { return r.shaped("vm0") })
+	waitFor(t, 20*time.Second, "vm0 shaped at start", func() bool { return r.shaped("vm0") && d.applied("vm0") == 1 })
 
 	var lat []time.Duration
 	for i := 0; i < 3; i++ {
 		r.ns.sh(t, "ip link del vm0")
 		r.ns.sh(t, "ip link add vm0 type veth peer name vm1 && ip link set vm0 up && ip link set vm1 up")
-		lat = append(lat, waitFor(t, 20*time.Second, "vm0 shaped again", func() bool { return r.shaped("vm0") }))
+		lat = append(lat, waitFor(t, 20*time.Second, "vm0 shaped again", func() bool { return r.shaped("vm0") && d.applied("vm0") >= i+2 }))
 	}
 	t.Logf("re-apply latency after delete+create (debounce 200ms, emulated CPU): %v", lat)
 	if n := strings.Count(r.ns.sh(t, "ip -o link show type ifb"), "ifb4vm0"); n != 1 {
 		t.Errorf("%d ifb4vm0 devices; want 1", n)
 	}
-	_ = d
 }
 
 func TestVMDaemonLinkDownUp(t *testing.T) {
@@ -123,8 +129,8 @@ func TestVMDaemonLinkDownUp(t *testing.T) {
 	r.ns.sh(t, "ip link add vm0 type veth peer name vm1 && ip link set vm0 up && ip link set vm1 up")
 	r.config(cakeSection("wan", "vm0"))
 	d := r.startDaemon(t, "--debounce", "200ms")
-	waitFor(t, 20*time.Second, "vm0 shaped", func() bool { return r.shaped("vm0") })
-	applied := strings.Count(d.logs.String(), "msg=applied")
+	waitFor(t, 20*time.Second, "vm0 shaped", func() bool { return r.shaped("vm0") && d.applied("vm0") == 1 })
+	applied := d.applied("vm0")
 	r.ns.sh(t, "ip link set vm0 down")
 	time.Sleep(time.Second)
 	r.ns.sh(t, "ip link set vm0 up")
@@ -132,7 +138,7 @@ func TestVMDaemonLinkDownUp(t *testing.T) {
 	if !r.shaped("vm0") {
 		t.Fatalf("vm0 not shaped after down/up:\n%s", r.ns.sh(t, "tc qdisc show dev vm0"))
 	}
-	if n := strings.Count(d.logs.String(), "msg=applied"); n != applied {
+	if n := d.applied("vm0"); n != applied {
 		t.Errorf("down/up caused %d re-applies of an intact tree; want 0", n-applied)
 	}
 	// Down/up keeps qdiscs in Linux; a tree removed while down is restored.
@@ -156,7 +162,7 @@ func TestVMDaemonBrokenConfigOnHUP(t *testing.T) {
 	r.ns.sh(t, "ip link add vm0 type veth peer name vm1 && ip link set vm0 up && ip link set vm1 up")
 	r.config(cakeSection("wan", "vm0"))
 	d := r.startDaemon(t, "--poll-interval", "0")
-	waitFor(t, 20*time.Second, "vm0 shaped", func() bool { return r.shaped("vm0") })
+	waitFor(t, 20*time.Second, "vm0 shaped", func() bool { return r.shaped("vm0") && d.applied("vm0") == 1 })
 	before := r.ns.tc(t, "qdisc show dev vm0")
 	r.config("config queue 'wan'\n\toption enabled '1\n") // unterminated quote
 	d.cmd.Process.Signal(syscall.SIGHUP)
