@@ -326,8 +326,8 @@ func median(v []float64) float64 {
 //     probe's time goes"); it must lie within 0.75-2.5.
 //   - A self probe is multiplexed on a loaded connection, so it also waits
 //     behind what that connection's sender has committed and not sent,
-//     drained at the connection's share of the link (measured: 3.5-6.0
-//     times ping's RTT with 7-13 connections a direction; on upload
+//     drained at the connection's share of the link (measured: 3.5-10
+//     times ping's RTT with 4-13 connections a direction; on upload
 //     connections part of it is Go's HTTP/2 client holding the request
 //     behind the body's frames, see Probe.WaitMs). It can never beat the
 //     queue: its median must be at least 0.75 of ping's.
