@@ -133,10 +133,12 @@ func TestVMWebCakeTins(t *testing.T) {
 	}
 
 	// Marked pings, replies included (the reply keeps the request's TOS),
-	// cross both cakes for a few seconds while the page's API is polled.
+	// cross both cakes while the page's API is polled, until every tin
+	// has been seen moving or the pings' own deadline ends them: how many
+	// polls that takes depends on the machine, not on a timer here.
 	var pings []*exec.Cmd
 	for _, tos := range []string{"0xb8", "0x20", "0"} { // EF: Voice, CS1: Bulk, Best Effort
-		p := exec.Command("ping", "-q", "-c", "80", "-i", "0.05", "-Q", tos, "10.77.0.2")
+		p := exec.Command("ping", "-q", "-w", "120", "-i", "0.05", "-Q", tos, "10.77.0.2")
 		must(t, router.Start(p))
 		pings = append(pings, p)
 	}
@@ -150,26 +152,61 @@ func TestVMWebCakeTins(t *testing.T) {
 		}
 		done <- first
 	}()
+	stop := func() {
+		for _, p := range pings {
+			p.Process.Kill()
+		}
+		<-done
+	}
+	// seen is, per direction and tin, the packet counts the API showed,
+	// each different from the one before.
+	devs, names := []string{"wan0", "ifb4wan0"}, []string{"Bulk", "Best Effort", "Voice"}
+	seen := make([][][]float64, len(devs))
+	for i := range seen {
+		seen[i] = make([][]float64, len(names))
+	}
+	moved := func() bool {
+		for i := range devs {
+			for j := range names {
+				if len(seen[i][j]) < 3 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// At least recordPolls polls: TestBrowserCake replays them, and the
+	// page's delay graph needs several.
+	const recordPolls = 10
 	var raw []json.RawMessage
 	var docs []*statusDoc
-	running := true
-	for running {
+	for !moved() || len(docs) < recordPolls {
 		select {
 		case err := <-done:
-			must(t, err)
-			running = false
+			done <- err
+			stop()
+			t.Fatalf("the pings ended (%v) before every tin moved twice and %d polls were made (%d polls): %v", err, recordPolls, len(docs), seen)
 		default:
 		}
 		r, d := poll()
 		raw, docs = append(raw, r), append(docs, d)
+		for i, dev := range devs {
+			for j := range names {
+				v, _ := d.tins(dev)[j]["sent_packets"].(float64)
+				if s := seen[i][j]; len(s) == 0 || v != s[len(s)-1] {
+					seen[i][j] = append(s, v)
+				}
+			}
+		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("%d polls while the pings ran", len(docs))
+	stop()
+	t.Logf("%d polls; the counts each tin showed: %v", len(docs), seen)
 
 	// Every field the page's tin table and graph read, in every tin.
 	fields := pageTinFields(t)
 	for _, f := range fields {
-		for _, dev := range []string{"wan0", "ifb4wan0"} {
+		for _, dev := range devs {
 			for i, tin := range docs[len(docs)-1].tins(dev) {
 				if _, ok := tin[f].(float64); !ok {
 					t.Errorf("%s tin %d: the page reads %q, the API has %v", dev, i, f, tin[f])
@@ -177,20 +214,11 @@ func TestVMWebCakeTins(t *testing.T) {
 			}
 		}
 	}
-	// Moving: each tin's packet count takes at least three values while
-	// the pings run (two increases seen through the API, not one jump).
-	names := []string{"Bulk", "Best Effort", "Voice"}
-	for _, dev := range []string{"wan0", "ifb4wan0"} {
-		for i, name := range names {
-			var seen []float64
-			for _, d := range docs {
-				v, _ := d.tins(dev)[i]["sent_packets"].(float64)
-				if len(seen) == 0 || v != seen[len(seen)-1] {
-					seen = append(seen, v)
-				}
-			}
-			if !sort.Float64sAreSorted(seen) || len(seen) < 3 {
-				t.Errorf("%s tin %s: sent packets over %d polls went %v; want at least three rising values", dev, name, len(docs), seen)
+	// Moving means rising: a counter that went back would be a reset.
+	for i, dev := range devs {
+		for j, name := range names {
+			if !sort.Float64sAreSorted(seen[i][j]) {
+				t.Errorf("%s tin %s: sent packets went %v over %d polls; want rising", dev, name, seen[i][j], len(docs))
 			}
 		}
 	}
