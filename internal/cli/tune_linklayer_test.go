@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"sqm/internal/linklayer"
 )
 
 func TestTuneLinkLayerBadInput(t *testing.T) {
@@ -54,5 +56,23 @@ func TestTuneLinkLayerLoopback(t *testing.T) {
 	// The config's interface eth9 does not exist here: said, not fatal.
 	if !strings.Contains(errs, "eth9") {
 		t.Errorf("stderr %q does not mention the missing interface", errs)
+	}
+}
+
+// The text report of an ATM verdict names the overhead, its mod-48 twin,
+// the combined rate and the keyword for a PPP device.
+func TestWriteLinkLayerATM(t *testing.T) {
+	r := linklayer.Result{LinkLayer: linklayer.ATM, Overhead: 40, OverheadMod: 40, Alternative: 88, OverheadSpread: 1,
+		StepUs: 547, ByteUs: 547.0 / 53, RateBits: 775e3, NoiseUs: 30, Sure: true, Reason: "steps", Points: make([]linklayer.Point, 193)}
+	i := linklayer.Iface{Name: "pppoe-wan", Type: 512}
+	var b strings.Builder
+	if err := writeLinkLayer(&b, linkLayerReport{Target: "192.0.2.7", Sent: 1930, Answered: 1925, Seconds: 21, Result: r,
+		Interface: &i, Suggestions: linklayer.Suggest(r, i)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"link layer: atm (sure)", "overhead:   40 bytes", "88 would fit the same", "775 kbit/s", "cake options for pppoe-wan", "pppoe-llcsnap", "atm overhead 40", "1925 of 1930"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
 	}
 }
