@@ -207,19 +207,17 @@ type client struct {
 	// end is when the server will end the session (granted in its
 	// welcome), less endMargin: nothing the client waits for after its
 	// schedule may go past it.
-	end     time.Time
-	server  netip.AddrPort // resolved from the control connection
-	token   [tokenLen]byte
-	kinds   []*kind
-	notes   []string
-	phase   atomic.Value // string
-	lastRTT atomic.Int64 // ns
-	mu      sync.Mutex
-	// iperf3Tests counts the iperf3 tests started (Options.IPerf3).
-	iperf3Tests int
-	streams     []*stream
-	ticks       []time.Duration
-	down, up    []float64
+	end      time.Time
+	server   netip.AddrPort // resolved from the control connection
+	token    [tokenLen]byte
+	kinds    []*kind
+	notes    []string
+	phase    atomic.Value // string
+	lastRTT  atomic.Int64 // ns
+	mu       sync.Mutex
+	streams  []*stream
+	ticks    []time.Duration
+	down, up []float64
 }
 
 // note keeps each distinct note once: on an OS that cannot mark DSCP,

@@ -43,10 +43,12 @@ type Config struct {
 	// 10 s): starting the test, and ending it.
 	Timeout time.Duration
 	// Settle is how long Start keeps trying when the server refuses the
-	// connection or resets it before saying anything. A server that has just
-	// finished a test closes its listening socket and opens a new one, so a
-	// test that follows another at once can fall into that gap (seen with
-	// iperf3 3.12 on loopback). Zero: one try.
+	// connection, resets it before saying anything, or says it is busy. A
+	// server that has just finished a test closes its listening socket and
+	// opens a new one, so a test that follows another at once can fall into
+	// that gap; one that connects while the server is still ending the
+	// previous test is told it is busy (both seen with iperf3 3.12 on
+	// loopback). Zero: one try.
 	Settle time.Duration
 }
 
@@ -101,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Test, error) {
 			go t.watch()
 			return t, nil
 		}
-		if !errors.Is(err, errNotAccepted) || time.Now().After(settleEnd) {
+		if !(errors.Is(err, errNotAccepted) || errors.Is(err, ErrBusy)) || time.Now().After(settleEnd) {
 			return nil, fmt.Errorf("iperf3: %w", err)
 		}
 		select {

@@ -63,3 +63,38 @@ func TestStartResetOnCookie(t *testing.T) {
 		tt.Close()
 	}
 }
+
+// TestStartBusyThenFree: a server still ending the previous test answers
+// ACCESS_DENIED; within Settle, Start asks again (and without it says the
+// server is busy).
+func TestStartBusyThenFree(t *testing.T) {
+	for _, settle := range []time.Duration{0, 2 * time.Second} {
+		busy := fake(t, func(ctl net.Conn, _ func() net.Conn) { state(ctl, iperf3.AccessDenied) })
+		free := fake(t, func(ctl net.Conn, accept func() net.Conn) { upToRunning(t, ctl, accept, 1) })
+		var controls atomic.Int32
+		d := func(ctx context.Context, stream int, send bool) (net.Conn, error) {
+			if stream < 0 && controls.Add(1) == 1 {
+				return dial(busy)(ctx, stream, send)
+			}
+			return dial(free)(ctx, stream, send)
+		}
+		tt, err := iperf3.Start(context.Background(), iperf3.Config{Direction: iperf3.Download, Streams: 1,
+			Duration: time.Second, Dial: d, Settle: settle})
+		if settle == 0 {
+			if err == nil || !strings.Contains(err.Error(), "server busy") {
+				t.Errorf("without settle: err = %v, want server busy", err)
+			}
+			if tt != nil {
+				tt.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("with settle %v: %v (a busy answer must be asked again)", settle, err)
+		}
+		if n := controls.Load(); n != 2 {
+			t.Errorf("%d control connections, want 2 (the busy one and the retry)", n)
+		}
+		tt.Close()
+	}
+}
