@@ -75,7 +75,7 @@ func TestAccuracy(t *testing.T) {
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer srv.Wait()
+			defer stopOneOff(srv)
 			time.Sleep(500 * time.Millisecond)
 			args := []string{"iperf3", "-c", s.ip, "-p", "5299", "-P", "4", "-t", strconv.Itoa(secs), "-J"}
 			if reverse {
