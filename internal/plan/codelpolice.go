@@ -108,18 +108,3 @@ func parseCodelPoliceOpts(opts []string) (bool, error) {
 	}
 	return flows, nil
 }
-
-// LineMargin is how much faster than the policed rate the line in front
-// of the policer may deliver, as a fraction of the rate, for CoDel's first
-// signal to fall before the hard limit when the line runs saturated. A
-// saturated line adds (line - rate) / rate of debt per unit of time, so the
-// delay passes the target, waits an interval and signals before reaching
-// the limit only while interval x margin < limit - target. Beyond that
-// margin every saturation episode ends at the limit, and the program is a
-// plain policer with a bucket of Limit (docs/evidence/codel-police-lab.md).
-func (cp *CodelPolice) LineMargin() float64 {
-	if cp.Interval <= 0 || cp.Limit <= cp.Target {
-		return 0
-	}
-	return float64(cp.Limit-cp.Target) / float64(cp.Interval)
-}

@@ -8,7 +8,7 @@ import (
 
 // TestCodelPoliceLineMargin pins, for the derived defaults, how much faster
 // than the policed rate the upstream line may be before the hard limit is
-// always reached ahead of CoDel's first signal (CodelPolice.LineMargin).
+// always reached ahead of CoDel's first signal (lineMargin).
 // sqm's usual ingress rate is 85-90 % of the line; at 90 % the line is
 // 11.1 % faster. The defaults must leave CoDel that room at every rate,
 // else codel_police degenerates into the police recipe wherever it is used
@@ -36,7 +36,7 @@ func TestCodelPoliceLineMargin(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp := p.Ingress.Hook[0].CodelPolice
-			got := cp.LineMargin()
+			got := lineMargin(cp)
 			if math.Abs(got-c.want) > 0.005 {
 				t.Errorf("margin %.3f (target %s, interval %s, limit %s), want %.2f", got, cp.Target, cp.Interval, cp.Limit, c.want)
 			}
@@ -46,7 +46,7 @@ func TestCodelPoliceLineMargin(t *testing.T) {
 		})
 	}
 	// The helper itself: no room when the limit is not above the target.
-	if m := (&CodelPolice{Target: 5e6, Interval: 100e6, Limit: 5e6}).LineMargin(); m != 0 {
+	if m := lineMargin(&CodelPolice{Target: 5e6, Interval: 100e6, Limit: 5e6}); m != 0 {
 		t.Errorf("margin with limit = target: %v, want 0", m)
 	}
 	// An ilimit of 3 targets leaves CoDel too little room at 90 %: the
@@ -57,7 +57,22 @@ func TestCodelPoliceLineMargin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := p.Ingress.Hook[0].CodelPolice.LineMargin(); m > at90 {
+	if m := lineMargin(p.Ingress.Hook[0].CodelPolice); m > at90 {
 		t.Errorf("ilimit 62 at 50 Mbit/s: margin %.3f, want below %.3f", m, at90)
 	}
+}
+
+// lineMargin is how much faster than the policed rate the line in front
+// of the policer may deliver, as a fraction of the rate, for CoDel's first
+// signal to fall before the hard limit when the line runs saturated. A
+// saturated line adds (line - rate) / rate of debt per unit of time, so the
+// delay passes the target, waits an interval and signals before reaching
+// the limit only while interval x margin < limit - target. Beyond that
+// margin every saturation episode ends at the limit, and the program is a
+// plain policer with a bucket of Limit (docs/evidence/codel-police-lab.md).
+func lineMargin(cp *CodelPolice) float64 {
+	if cp.Interval <= 0 || cp.Limit <= cp.Target {
+		return 0
+	}
+	return float64(cp.Limit-cp.Target) / float64(cp.Interval)
 }
