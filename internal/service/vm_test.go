@@ -272,7 +272,8 @@ func TestVMKillDaemonMidApply(t *testing.T) {
 		}
 		o, e, err := r.ns.sqm("start", "--config", r.cfg, "--state-dir", r.state)
 		if err != nil {
-			t.Errorf("round %d (killed while applying k%d: %v): start after kill -9: %v\n%s%s", round, round%4, hit, err, o, e)
+			t.Errorf("round %d (killed while applying k%d: %v): start after kill -9: %v\n%s%s\nstate dir:\n%s", round, round%4, hit, err, o, e,
+				r.ns.sh(t, "cd "+r.state+" && for f in *; do echo \"== $f\"; head -c 600 \"$f\"; echo; done"))
 			continue
 		}
 		for i := range 4 {
