@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"sqm/internal/netns"
-	"sqm/internal/testutil"
 )
 
 // TestRPMBreakdown is a measurement for docs/rpm.md, not a check: it runs
@@ -126,13 +125,7 @@ func TestRPMBreakdown(t *testing.T) {
 // qdisc (TCP small queues, autocorking) never hold a probe back.
 func newRoutedLink(t *testing.T) *link {
 	t.Helper()
-	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("tc"); err != nil {
-		t.Skip("needs tc (iproute2) for the htb rate limit")
-	}
-	if _, err := exec.LookPath("ping"); err != nil {
-		t.Skip("needs ping (iputils-ping) as the reference")
-	}
+	requireLinkTools(t)
 	l := &link{srv: netns.NewT(t, "rpmS"), cli: netns.NewT(t, "rpmC")}
 	r := netns.NewT(t, "rpmR")
 	if err := r.Router(); err != nil {

@@ -54,7 +54,9 @@ const (
 
 type link struct{ srv, cli *netns.NS }
 
-func newLink(t *testing.T) *link {
+// requireLinkTools skips unless the test can build a shaped link and
+// measure it: root, tc for the htb and ping as the reference.
+func requireLinkTools(t *testing.T) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("tc"); err != nil {
@@ -63,6 +65,11 @@ func newLink(t *testing.T) *link {
 	if _, err := exec.LookPath("ping"); err != nil {
 		t.Skip("needs ping (iputils-ping) as the reference")
 	}
+}
+
+func newLink(t *testing.T) *link {
+	t.Helper()
+	requireLinkTools(t)
 	l := &link{srv: netns.NewT(t, "rpmS"), cli: netns.NewT(t, "rpmC")}
 	ends := []netns.End{
 		{NS: l.srv, Dev: "vrS", Addrs: []string{srvIP + "/24"}},
