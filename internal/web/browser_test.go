@@ -99,25 +99,10 @@ func TestBrowser(t *testing.T) {
 
 	daemon := exec.Command(bin, "daemon", "--config", cfg, "--state-dir", filepath.Join(dir, "run"),
 		"--http", webPort, "--http-users", users, "--test-server", "10.77.0.2", "--stop-on-exit")
-	var daemonLog syncBuf
-	daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog
-	must(t, router.Start(daemon))
-	t.Cleanup(func() {
-		daemon.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { daemon.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			daemon.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s\nserver log:\n%s", daemonLog.String(), serverLog.String())
-		}
-	})
+	daemonLog := startDaemon(t, router, daemon, 10*time.Second, func() string { return "server log:\n" + serverLog.String() })
 
 	base := proxy(t, router, "127.0.0.1:"+webPort)
-	waitHTTP(t, base+"/", &daemonLog)
+	waitHTTP(t, base+"/", daemonLog)
 	tc := func(args ...string) string {
 		out, err := router.Output(exec.Command("tc", args...))
 		if err != nil {
@@ -571,4 +556,32 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// startDaemon starts the sqm daemon cmd in ns with its output kept, and on
+// cleanup interrupts it (killing it after wait) and, if the test failed,
+// logs that output and what extra, if set, adds.
+func startDaemon(t *testing.T, ns *netns.NS, cmd *exec.Cmd, wait time.Duration, extra func() string) *syncBuf {
+	t.Helper()
+	log := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = log, log
+	must(t, ns.Start(cmd))
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			more := ""
+			if extra != nil {
+				more = "\n" + extra()
+			}
+			t.Logf("daemon log:\n%s%s", log.String(), more)
+		}
+	})
+	return log
 }

@@ -73,24 +73,9 @@ func TestVMWebCakeTins(t *testing.T) {
 
 	daemon := clitest.Command("daemon", "--config", cfg, "--state-dir", filepath.Join(dir, "run"),
 		"--http", webPort, "--http-users", users, "--stop-on-exit")
-	var daemonLog syncBuf
-	daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog
-	must(t, router.Start(daemon))
-	t.Cleanup(func() {
-		daemon.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { daemon.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			daemon.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", daemonLog.String())
-		}
-	})
+	daemonLog := startDaemon(t, router, daemon, 20*time.Second, nil)
 	base := proxy(t, router, "127.0.0.1:"+webPort)
-	waitHTTPFor(t, base+"/", &daemonLog, time.Minute)
+	waitHTTPFor(t, base+"/", daemonLog, time.Minute)
 
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
