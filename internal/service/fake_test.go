@@ -27,8 +27,10 @@ type fakeKernel struct {
 	removes   map[string]int
 	matches   map[string]int // Matches calls: how often a tree was compared
 	failApply map[string]error
-	// prevPlans is the previous plan Apply was handed last, per interface.
+	// prevPlans and prevIFBs are the previous plan and IFB Apply was
+	// handed last, per interface.
 	prevPlans map[string]*plan.Plan
+	prevIFBs  map[string]string
 	// lookups counts LinkMTU and LinkExists calls (netlink round trips
 	// in the real kernel).
 	lookups int
@@ -40,7 +42,7 @@ type fakeKernel struct {
 func newFake(links ...string) *fakeKernel {
 	k := &fakeKernel{links: map[string]int{}, trees: map[string]string{}, ifbs: map[string]bool{},
 		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, matches: map[string]int{}, failApply: map[string]error{},
-		prevPlans: map[string]*plan.Plan{}}
+		prevPlans: map[string]*plan.Plan{}, prevIFBs: map[string]string{}}
 	for _, l := range links {
 		k.links[l] = 1500
 	}
@@ -65,7 +67,7 @@ func (k *fakeKernel) LinkExists(iface string) (bool, error) {
 	defer k.mu.Unlock()
 	k.lookups++
 	_, ok := k.links[iface]
-	return ok, nil
+	return ok || k.ifbs[iface], nil
 }
 
 func (k *fakeKernel) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, error) {
@@ -88,6 +90,7 @@ func (k *fakeKernel) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Resul
 	k.applies[p.Interface]++
 	if prev != nil {
 		k.prevPlans[p.Interface] = prev.Plan
+		k.prevIFBs[p.Interface] = prev.IFB
 	}
 	if k.afterApply != nil {
 		k.afterApply(p.Interface)

@@ -297,7 +297,11 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 		// UTC, like AppliedAt: a local time would make the first
 		// timestamp load the zone database (/etc/localtime) on every
 		// start, for a record nobody reads in local time.
-		if err := s.Store.markPending(iface, t.planJSON, s.now().UTC()); err != nil {
+		claim, err := s.unrecordedIFB(t.Plan, prev, intr)
+		if err != nil {
+			return outs, fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
+		}
+		if err := s.Store.markPending(iface, t.planJSON, s.now().UTC(), claim); err != nil {
 			return outs, err
 		}
 		var prevOwned *Owned
@@ -305,6 +309,17 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 			// The kernel rebuilds o.Plan, the tree applied last, if the
 			// new one fails half-way.
 			o := prev.Owned
+			prevOwned = &o
+		}
+		if intr != nil && intr.IFB != "" && (prevOwned == nil || prevOwned.IFB == "") {
+			// The interrupted apply created this IFB (or died before
+			// it could): it is sqm's, to reuse or, if this plan does
+			// not want it, to delete.
+			o := Owned{Interface: iface}
+			if prevOwned != nil {
+				o = *prevOwned
+			}
+			o.IFB, o.IFBIndex = intr.IFB, 0
 			prevOwned = &o
 		}
 		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil, Rebuild: rebuild})
@@ -342,6 +357,30 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 		s.log().Debug("applied", "interface", iface, "section", t.Queue.Name, "source", t.Source)
 	}
 	return outs, errors.Join(failed...)
+}
+
+// unrecordedIFB is the IFB that applying p may leave in the kernel without
+// a state recording it, should this apply be killed: p's IFB when it does
+// not exist yet (this apply creates it), or when an interrupted apply had
+// already claimed it. An IFB that exists and nobody claimed is someone
+// else's, which the kernel refuses unless forced, and never sqm's to
+// delete.
+func (s *Service) unrecordedIFB(p *plan.Plan, prev *State, intr *pending) (string, error) {
+	if p.Ingress == nil || p.Ingress.IFB == "" {
+		return "", nil
+	}
+	ifb := p.Ingress.IFB
+	if prev != nil && prev.Owned.IFB == ifb {
+		return "", nil // the state records it
+	}
+	if intr != nil && intr.IFB == ifb {
+		return ifb, nil
+	}
+	exists, err := s.Kernel.LinkExists(ifb)
+	if err != nil || exists {
+		return "", err
+	}
+	return ifb, nil
 }
 
 // undo puts one interface back to its state before this Apply call: it

@@ -310,11 +310,12 @@ func TestInterruptedApplyForces(t *testing.T) {
 	s, lb := newService(t, k)
 	q := queue("wan", "eth0", 20000, 5000)
 	// An sqm died after marking and after half-building: the kernel has
-	// something, no state describes it.
-	if err := s.Store.markPending("eth0", []byte(`{}`), time.Now()); err != nil {
+	// something (its IFB too), no state describes it.
+	if err := s.Store.markPending("eth0", []byte(`{}`), time.Now(), "ifb4eth0"); err != nil {
 		t.Fatal(err)
 	}
 	k.trees["eth0"] = "half a tree"
+	k.ifbs["ifb4eth0"] = true
 	outs, err := s.Start([]config.Queue{q}, "/etc/config/sqm", PrepareOptions{}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +325,9 @@ func TestInterruptedApplyForces(t *testing.T) {
 	}
 	if !strings.Contains(lb.String(), "interrupted") {
 		t.Errorf("log does not mention the interrupted apply:\n%s", lb)
+	}
+	if got := k.prevIFBs["eth0"]; got != "ifb4eth0" {
+		t.Errorf("the kernel was handed previous IFB %q; want ifb4eth0, which the interrupted apply created", got)
 	}
 	if s.Store.interrupted("eth0") != nil {
 		t.Error("pending marker left after a successful apply")

@@ -54,6 +54,11 @@ type pending struct {
 	PID       int             `json:"pid"`
 	Started   time.Time       `json:"started"`
 	Plan      json.RawMessage `json:"plan"`
+	// IFB is an IFB this apply may create (or an interrupted one left)
+	// that no state records: the next apply takes it as sqm's, so stop
+	// removes it. Without this, a kill between the IFB's creation and the
+	// state's save left an IFB that later applies refused as foreign.
+	IFB string `json:"ifb,omitempty"`
 }
 
 // Store keeps one JSON file per interface in a directory (default /run/sqm,
@@ -176,8 +181,8 @@ func (s *Store) Delete(iface string) error {
 	return nil
 }
 
-func (s *Store) markPending(iface string, p json.RawMessage, now time.Time) error {
-	return s.writeJSON(s.pendingPath(iface), &pending{Interface: iface, PID: os.Getpid(), Started: now, Plan: p})
+func (s *Store) markPending(iface string, p json.RawMessage, now time.Time, ifb string) error {
+	return s.writeJSON(s.pendingPath(iface), &pending{Interface: iface, PID: os.Getpid(), Started: now, Plan: p, IFB: ifb})
 }
 
 func (s *Store) clearPending(iface string) {
