@@ -295,4 +295,16 @@ func TestVMKillDaemonMidApply(t *testing.T) {
 	if midApply < 4 {
 		t.Errorf("only %d of 8 kills landed mid-apply; the test did not test much", midApply)
 	}
+	// After all that, stop still knows everything sqm built.
+	if o, e, err := r.ns.sqm("stop", "--state-dir", r.state); err != nil {
+		t.Fatalf("stop: %v\n%s%s", err, o, e)
+	}
+	if ifbs := r.ns.sh(t, "ip -o link show type ifb"); strings.Contains(ifbs, "ifb4k") {
+		t.Errorf("IFBs left after stop:\n%s", ifbs)
+	}
+	for i := range 4 {
+		if q := r.ns.tc(t, fmt.Sprintf("qdisc show dev k%d", i)); strings.Contains(q, "cake") || strings.Contains(q, "ingress") {
+			t.Errorf("k%d keeps sqm's qdiscs after stop:\n%s", i, q)
+		}
+	}
 }
