@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"sqm/internal/clitest"
+	"sqm/internal/service"
 )
 
 // TestHostKillAfterIFBCreated kills `sqm start` (-9) after it has created
@@ -67,17 +67,9 @@ func TestHostKillAfterIFBCreated(t *testing.T) {
 		if !strings.Contains(out, "sq0: applied") {
 			t.Fatalf("attempt %d: start after the kill: %s", i, out)
 		}
-		b, err := os.ReadFile(stateFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Owned struct {
-				IFB string `json:"ifb"`
-			} `json:"owned"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			t.Fatal(err)
+		st, err := (&service.Store{Dir: r.state}).Load("sq0")
+		if err != nil || st == nil {
+			t.Fatalf("attempt %d: state after recovery: %v %v", i, st, err)
 		}
 		if st.Owned.IFB != "ifb4sq0" {
 			t.Errorf("attempt %d: the state after recovery owns IFB %q; want ifb4sq0 (the killed start created it)", i, st.Owned.IFB)
