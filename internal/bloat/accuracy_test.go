@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
+	"sqm/internal/iperf3/iperf3test"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
@@ -71,19 +72,17 @@ func TestAccuracy(t *testing.T) {
 		}
 		var iperfCPU []float64
 		iperf := func(reverse bool) float64 {
-			srv := inNS(s.srvNS, "iperf3", "-s", "-1", "-B", s.ip, "-p", "5299")
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
+			var prefix []string
+			if s.srvNS != nil {
+				prefix = []string{"ip", "netns", "exec", s.srvNS.Name()}
 			}
-			defer stopOneOff(srv)
-			time.Sleep(500 * time.Millisecond)
+			defer iperf3test.ServeOnce(t, prefix, s.ip, 5299)()
 			args := []string{"iperf3", "-c", s.ip, "-p", "5299", "-P", "4", "-t", strconv.Itoa(secs), "-J"}
 			if reverse {
 				args = append(args, "-R")
 			}
 			out, err := inNS(s.cliNS, args...).Output()
 			if err != nil {
-				srv.Process.Kill()
 				t.Fatalf("iperf3: %v\n%s", err, out)
 			}
 			var r struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/iperf3/iperf3test"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
@@ -126,32 +127,18 @@ func TestVMAccuracy(t *testing.T) {
 	}
 }
 
-// iperf3 runs an iperf3 server in p's namespace A and a client with n
-// streams for d in B, and returns the goodput the receiver counted.
+// iperf3 runs a one-off iperf3 server in p's namespace A and a client with
+// n streams for d in B, and returns the goodput the receiver counted.
 func iperf3(t *testing.T, p *nsPair, ip string, n int, d time.Duration, reverse bool) float64 {
 	t.Helper()
-	srv := exec.Command("iperf3", "-s", "-1", "-B", ip, "-p", "5299")
-	if err := p.a.Start(srv); err != nil {
-		t.Fatal(err)
-	}
-	defer stopOneOff(srv)
+	stop := iperf3test.ServeOnce(t, []string{"ip", "netns", "exec", p.a.Name()}, ip, 5299)
+	defer stop()
 	args := []string{"-c", ip, "-p", "5299", "-P", strconv.Itoa(n), "-t", strconv.Itoa(int(d.Seconds())), "-J"}
 	if reverse {
 		args = append(args, "-R")
 	}
-	var out []byte
-	var err error
-	// The server needs a moment to listen; the client retries a refused
-	// connection rather than sleeping a guessed time.
-	for i := 0; i < 50; i++ {
-		out, err = p.b.Output(exec.Command("iperf3", args...))
-		if err == nil || !strings.Contains(string(out), "Connection refused") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out, err := p.b.Output(exec.Command("iperf3", args...))
 	if err != nil {
-		srv.Process.Kill()
 		t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
 	}
 	var r struct {
@@ -160,29 +147,17 @@ func iperf3(t *testing.T, p *nsPair, ip string, n int, d time.Duration, reverse 
 				BPS float64 `json:"bits_per_second"`
 			} `json:"sum_received"`
 		} `json:"end"`
-		// iperf3 3.12 exits 0 on some failures and says so only here.
+		// iperf3 3.12 with -J exits 0 on some failures (a refused
+		// connection among them) and says so only here.
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("iperf3 json: %v\n%s", err, out)
 	}
 	if r.Error != "" || r.End.SumReceived.BPS == 0 {
-		// Seen once in 12 idle make test runs (upload, 0.00 Mbit/s) before
-		// this printed why: keep iperf3's own words for the next one.
 		t.Fatalf("iperf3 %v: error %q, %.0f bit/s received\n%s", args, r.Error, r.End.SumReceived.BPS, out)
 	}
 	return r.End.SumReceived.BPS / 1e6
-}
-
-// stopOneOff ends a one-off (-1) iperf3 server once its client has the
-// numbers. Waiting for it to exit by itself is not safe: Debian's iperf3
-// 3.12 was seen to stay up after a test its client completed normally
-// (make vmtest hung 10 min in TestVMAccuracy; upstream reports servers
-// stuck after reverse tests, esnet/iperf#1735), and the test reads the
-// client's numbers, not the server's.
-func stopOneOff(srv *exec.Cmd) {
-	srv.Process.Kill()
-	srv.Wait()
 }
 
 var pingTime = regexp.MustCompile(`time=([0-9.]+) ms`)
