@@ -371,12 +371,17 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 		s.freed = make(chan struct{})
 		s.mu.Unlock()
 	}()
+	// The connection is a session now: give back its handshake charge
+	// before the welcome, not after. Released after, a client that acted
+	// on the welcome at once could find its own finished handshake still
+	// counted (a stranger refused for a pool that was not full;
+	// TestServerStreamsAdmittedDuringFlood failed so about 1 run in 130).
+	handshakeDone()
 	err = writeMessage(c, &message{Type: msgWelcome, Version: ProtocolVersion, Token: tok[:],
 		MaxDurationMs: s.lim.MaxDuration.Milliseconds(), MaxStreams: s.lim.MaxStreams, GraceMs: grace.Milliseconds()})
 	if err != nil {
 		return
 	}
-	handshakeDone()
 	start := time.Now()
 	// Session lines are throttled per address key: a client's test is two
 	// lines, but a stranger looping short sessions is a count.
