@@ -62,21 +62,13 @@ func TestAccuracy(t *testing.T) {
 	}
 	var lines []string
 	for _, s := range setups {
-		// Commands run in a namespace through `ip netns exec` (the
-		// namespaces are iproute2-compatible), so Start/Output work as usual.
 		inNS := func(ns *netns.NS, args ...string) *exec.Cmd {
-			if ns != nil {
-				args = append([]string{"ip", "netns", "exec", ns.Name()}, args...)
-			}
+			args = append(ipNetnsExec(ns), args...)
 			return exec.Command(args[0], args[1:]...)
 		}
 		var iperfCPU []float64
 		iperf := func(reverse bool) float64 {
-			var prefix []string
-			if s.srvNS != nil {
-				prefix = []string{"ip", "netns", "exec", s.srvNS.Name()}
-			}
-			defer iperf3test.ServeOnce(t, prefix, s.ip, 5299)()
+			defer iperf3test.ServeOnce(t, ipNetnsExec(s.srvNS), s.ip, 5299)()
 			args := []string{"iperf3", "-c", s.ip, "-p", "5299", "-P", "4", "-t", strconv.Itoa(secs), "-J"}
 			if reverse {
 				args = append(args, "-R")

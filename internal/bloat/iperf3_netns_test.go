@@ -38,8 +38,8 @@ const iperf3Tolerance = 0.10
 // is 0).
 func iperf3Client(t *testing.T, p *nsPair, secs, streams int, flag string) (down, up float64) {
 	t.Helper()
-	args := []string{"ip", "netns", "exec", p.b.Name(), "iperf3", "-c", "10.77.0.1", "-p", "5201",
-		"-t", strconv.Itoa(secs), "-P", strconv.Itoa(streams), "-J"}
+	args := append(ipNetnsExec(p.b), "iperf3", "-c", "10.77.0.1", "-p", "5201",
+		"-t", strconv.Itoa(secs), "-P", strconv.Itoa(streams), "-J")
 	if flag != "" {
 		args = append(args, flag)
 	}
@@ -133,7 +133,7 @@ func iperf3Link(t *testing.T) *nsPair {
 func TestIPerf3Load(t *testing.T) {
 	iperf3test.Require(t)
 	p := iperf3Link(t)
-	iperf3test.Serve(t, []string{"ip", "netns", "exec", p.a.Name()}, "10.77.0.1", 5201)
+	iperf3test.Serve(t, ipNetnsExec(p.a), "10.77.0.1", 5201)
 	const secs = 4
 	// check compares sqm's goodput with iperf3's own client run just before
 	// and just after it on the same link: sqm's run must agree with one of

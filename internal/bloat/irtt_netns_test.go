@@ -324,7 +324,7 @@ func TestNetnsIPerf3IRTT(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	iperf3test.Serve(t, []string{"ip", "netns", "exec", p.a.Name()}, "10.77.0.1", 5201)
+	iperf3test.Serve(t, ipNetnsExec(p.a), "10.77.0.1", 5201)
 	srv := exec.Command("irtt", "server", "-b", "10.77.0.1:2112")
 	if err := p.a.Start(srv); err != nil {
 		t.Fatal(err)

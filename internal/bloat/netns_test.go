@@ -18,6 +18,16 @@ type nsPair struct {
 	a, b *netns.NS // server side, client side
 }
 
+// ipNetnsExec is the command prefix that runs a program in ns (nil: on
+// the host): the namespaces are iproute2-compatible, so external tools run
+// through `ip netns exec` and their Start/Output work as usual.
+func ipNetnsExec(ns *netns.NS) []string {
+	if ns == nil {
+		return nil
+	}
+	return []string{"ip", "netns", "exec", ns.Name()}
+}
+
 // newNSPair creates namespaces A (server) and B (client) joined by a veth,
 // with 10.77.0.1/24 and fd77::1/64 in A and .2/::2 in B. rateMb > 0 shapes
 // both directions with htb at that rate (a plain fifo behind it, so latency

@@ -375,7 +375,7 @@ func (s *Server) control(ctx context.Context, c net.Conn, hello *message, handsh
 	// before the welcome, not after. Released after, a client that acted
 	// on the welcome at once could find its own finished handshake still
 	// counted (a stranger refused for a pool that was not full;
-	// TestServerStreamsAdmittedDuringFlood failed so about 1 run in 130).
+	// TestServerStreamsAdmittedDuringFlood failed so in 4 of 800 runs).
 	handshakeDone()
 	err = writeMessage(c, &message{Type: msgWelcome, Version: ProtocolVersion, Token: tok[:],
 		MaxDurationMs: s.lim.MaxDuration.Milliseconds(), MaxStreams: s.lim.MaxStreams, GraceMs: grace.Milliseconds()})

@@ -131,7 +131,7 @@ func TestVMAccuracy(t *testing.T) {
 // n streams for d in B, and returns the goodput the receiver counted.
 func iperf3(t *testing.T, p *nsPair, ip string, n int, d time.Duration, reverse bool) float64 {
 	t.Helper()
-	stop := iperf3test.ServeOnce(t, []string{"ip", "netns", "exec", p.a.Name()}, ip, 5299)
+	stop := iperf3test.ServeOnce(t, ipNetnsExec(p.a), ip, 5299)
 	defer stop()
 	args := []string{"-c", ip, "-p", "5299", "-P", strconv.Itoa(n), "-t", strconv.Itoa(int(d.Seconds())), "-J"}
 	if reverse {
