@@ -15,6 +15,7 @@ import (
 
 	"sqm/internal/bloat"
 	"sqm/internal/config"
+	"sqm/internal/linklayer"
 	"sqm/internal/plot"
 	"sqm/internal/service"
 	"sqm/internal/stats"
@@ -32,13 +33,13 @@ func cmdTune() *command {
 		irttAddr, irttHMAC, irttFile  string
 		noICMP                        bool
 		streams                       int
-		detectLL                      bool
+		detectLL, detect              bool
 		llo                           linkLayerOpts
 	)
 	return &command{
 		name:    "tune",
 		summary: "find the shaper rates that keep latency low at the most throughput, and draw the trade-off",
-		usage:   "sqm tune [--config FILE] [--section NAME] [--profile gaming|balanced|throughput | --target MS] [--duration D] [--json] [--plot F.svg|F.png] [--write] HOST[:PORT] | --iperf3 HOST[:PORT]\n       sqm tune --linklayer [--sizes LO-HI[/STEP]] [--repeat N] [--interval D] [--json] HOST",
+		usage:   "sqm tune [--config FILE] [--section NAME] [--profile gaming|balanced|throughput | --target MS] [--duration D] [--detect] [--json] [--plot F.svg|F.png] [--write] HOST[:PORT] | --iperf3 HOST[:PORT]\n       sqm tune --linklayer [--sizes LO-HI[/STEP]] [--repeat N] [--interval D] [--json] HOST",
 		help: `Run on the machine that shapes. Measures against a server as 'sqm test'
 does, changing the shaping of the section's interface as it goes:
 
@@ -60,8 +61,13 @@ The shaping the interface had before is put back at the end, on an error,
 and on Ctrl-C. --write puts the chosen download and upload into the
 section of the config file, changing nothing else in it (comments, order
 and options sqm does not know are kept byte for byte), and applies it;
-otherwise the 'uci set' commands are printed. The link layer and overhead
-stay as configured.
+otherwise the 'uci set' commands are printed.
+
+The link layer and overhead stay as configured, unless --detect: then
+the idle line is first probed as --linklayer does (below), and an ATM
+line is shaped with the cells and the overhead measured (a non-ATM line
+keeps the configured overhead, which idle delays cannot show); --write
+then stores them with the rates.
 
 --linklayer instead sends ICMP echoes of many sizes (--sizes, each
 --repeat times, one every --interval, in random order) over the idle line
@@ -98,12 +104,16 @@ Example (seed 004's ADSL line):
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
 			fs.IntVar(&streams, "streams", 5, "TCP streams per direction")
 			fs.BoolVar(&detectLL, "linklayer", false, "detect the link layer (ATM or not) and the ATM overhead instead of tuning rates")
+			fs.BoolVar(&detect, "detect", false, "detect the link layer first and tune with it (the probe flags below apply)")
 			fs.StringVar(&llo.sizes, "sizes", "60-252", "--linklayer: IP packet sizes `LO-HI[/STEP]` in bytes")
 			fs.IntVar(&llo.repeat, "repeat", 10, "--linklayer: echoes per size")
 			units.DurationVar(fs, &llo.interval, "interval", 10*time.Millisecond, "--linklayer: time between echoes")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if detectLL {
+				if detect {
+					return usageError("--linklayer only probes; --detect probes, then tunes: give one of them")
+				}
 				if iperf3Addr != "" || write || plotFile != "" || len(args) != 1 {
 					return usageError("--linklayer probes one HOST with ICMP echo: give exactly one HOST and no --iperf3, --write or --plot (got %d arguments)", len(args))
 				}
@@ -137,6 +147,20 @@ Example (seed 004's ADSL line):
 			if v4 && v6 {
 				return usageError("-4 and -6 exclude each other")
 			}
+			lo := tuneLinkOptions{point: point, idle: idle}
+			if detect {
+				var err error
+				if lo.probe, err = llo.probe(); err != nil {
+					return err
+				}
+				host := addr
+				if iperf3Addr != "" {
+					host = iperf3Addr
+				}
+				if lo.probe.Target, err = probeTarget(ctx, host, v4, v6); err != nil {
+					return err
+				}
+			}
 			if plotFile != "" {
 				if !plot.Supported(plotFile) {
 					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
@@ -164,11 +188,12 @@ Example (seed 004's ADSL line):
 			if err != nil {
 				return err
 			}
-			o.Linklayer, o.Overhead = q.LinkLayer, q.Overhead
+			o.Linklayer, o.Overhead, o.Detect = q.LinkLayer, q.Overhead, detect
 			if !quiet {
 				o.Progress = func(s string) { fmt.Fprintf(env.Stderr, "sqm tune: %s\n", s) }
 			}
-			link, err := openTuneLink(env, fs, q, bo, point, idle)
+			lo.q, lo.bo, lo.quiet = q, bo, quiet
+			link, err := openTuneLink(env, fs, lo)
 			if err != nil {
 				return err
 			}
@@ -183,6 +208,7 @@ Example (seed 004's ADSL line):
 				if werr = writeTuned(cfgPath, q.Name, res); werr == nil {
 					nq := q
 					nq.Download, nq.Upload = uint64(res.DownloadKbit), uint64(res.UploadKbit)
+					nq.LinkLayer, nq.Overhead = res.Linklayer, res.Overhead
 					if q.Enabled {
 						if aerr := link.apply(nq); aerr != nil {
 							fmt.Fprintf(env.Stderr, "sqm tune: wrote %s but applying it failed: %v\n", cfgPath, aerr)
@@ -322,18 +348,28 @@ type tuneLink interface {
 	close()
 }
 
+// tuneLinkOptions is what a tune link needs from the command line.
+type tuneLinkOptions struct {
+	q           config.Queue
+	bo          bloat.Options
+	point, idle time.Duration
+	probe       linklayer.ProbeOptions // --detect's echoes (no Target: not asked for)
+	quiet       bool
+}
+
 // openTuneLink opens the real link; tests replace it.
-var openTuneLink = func(env *Env, fs *flag.FlagSet, q config.Queue, bo bloat.Options, point, idle time.Duration) (tuneLink, error) {
+var openTuneLink = func(env *Env, fs *flag.FlagSet, o tuneLinkOptions) (tuneLink, error) {
 	s, err := openSession(env, fs)
 	if err != nil {
 		return nil, err
 	}
-	prev, err := s.svc.Store.Load(q.Interface)
+	prev, err := s.svc.Store.Load(o.q.Interface)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
-	return &realTuneLink{s: s, q: q, prev: prev, bo: bo, point: point, idle: idle, settle: 2 * time.Second}, nil
+	return &realTuneLink{s: s, env: env, q: o.q, prev: prev, bo: o.bo, point: o.point, idle: o.idle,
+		probe: o.probe, quiet: o.quiet, settle: 2 * time.Second}, nil
 }
 
 // realTuneLink shapes through the service (so state and `sqm status` stay
@@ -342,12 +378,25 @@ var openTuneLink = func(env *Env, fs *flag.FlagSet, q config.Queue, bo bloat.Opt
 // under a sweep.
 type realTuneLink struct {
 	s           *session
-	q           config.Queue
+	env         *Env
+	q           config.Queue // with the framing tune chose, once it has
 	prev        *service.State // nil: the interface was not shaped
 	bo          bloat.Options
 	point, idle time.Duration
+	probe       linklayer.ProbeOptions
+	quiet       bool
 	settle      time.Duration
 }
+
+func (l *realTuneLink) DetectLinkLayer(ctx context.Context) (linklayer.Result, error) {
+	if !l.probe.Target.IsValid() {
+		return linklayer.Result{}, errors.New("no probe target")
+	}
+	_, res, err := probeLinkLayer(ctx, l.env, l.probe, l.quiet)
+	return res, err
+}
+
+func (l *realTuneLink) SetFraming(ll string, overhead int) { l.q.LinkLayer, l.q.Overhead = ll, overhead }
 
 func (l *realTuneLink) now() time.Time { return time.Now() }
 func (l *realTuneLink) close()         { l.s.close() }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"sqm/internal/linklayer"
@@ -37,15 +38,9 @@ type linkLayerReport struct {
 // are small and paced, so a shaper set near the line rate does not queue
 // them, and a shaper's own accounting is not what is being measured.
 func runLinkLayer(ctx context.Context, env *Env, fs *flag.FlagSet, o linkLayerOpts, section, host string, jsonOut, quiet, v4, v6 bool) error {
-	sizes, err := linklayer.ParseSizes(o.sizes)
+	po, err := o.probe()
 	if err != nil {
-		return usageError("--%v", err)
-	}
-	if o.repeat < 1 || o.repeat > 1000 {
-		return usageError("--repeat %d outside 1..1000", o.repeat)
-	}
-	if o.interval < time.Millisecond || o.interval > time.Second {
-		return usageError("--interval %v outside 1ms..1s", o.interval)
+		return err
 	}
 	// The interface, for the cake keywords: the section's, if the config
 	// names one; without a config the verdict stands alone.
@@ -70,47 +65,19 @@ func runLinkLayer(ctx context.Context, env *Env, fs *flag.FlagSet, o linkLayerOp
 			}
 		}
 	}
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	network := "ip"
-	if v4 {
-		network = "ip4"
-	} else if v6 {
-		network = "ip6"
-	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, host)
-	if err != nil || len(addrs) == 0 {
-		return fmt.Errorf("tune --linklayer: resolve %q: %v", host, err)
-	}
-	target := addrs[0].Unmap()
-	total := len(sizes) * o.repeat
-	if !quiet {
-		fmt.Fprintf(env.Stderr, "sqm tune: %d echoes (%d sizes %d..%d bytes x %d) to %s, one every %v: about %v; keep the line idle\n",
-			total, len(sizes), sizes[0], sizes[len(sizes)-1], o.repeat, target, o.interval, (time.Duration(total) * o.interval).Round(time.Second))
+	if po.Target, err = probeTarget(ctx, host, v4, v6); err != nil {
+		return err
 	}
 	start := time.Now()
-	po := linklayer.ProbeOptions{Target: target, Sizes: sizes, Repeat: o.repeat, Interval: o.interval}
-	if !quiet {
-		step := max(total/10, 1)
-		po.Progress = func(sent, total int) {
-			if sent%step == 0 {
-				fmt.Fprintf(env.Stderr, "sqm tune: %d/%d sent\n", sent, total)
-			}
-		}
-	}
-	samples, err := linklayer.Probe(ctx, po)
+	samples, res, err := probeLinkLayer(ctx, env, po, quiet)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted: %w", err)
 		}
 		return err
 	}
-	res, err := linklayer.Detect(samples, linklayer.Options{})
-	if err != nil {
-		return fmt.Errorf("tune --linklayer: %d of %d echoes answered by %s: %w", len(samples), total, target, err)
-	}
-	rep := linkLayerReport{Target: target.String(), Sent: total, Answered: len(samples),
+	total := len(po.Sizes) * po.Repeat
+	rep := linkLayerReport{Target: po.Target.String(), Sent: total, Answered: len(samples),
 		Seconds: time.Since(start).Seconds(), Result: res, Interface: ifc}
 	var i linklayer.Iface
 	if ifc != nil {
@@ -123,6 +90,65 @@ func runLinkLayer(ctx context.Context, env *Env, fs *flag.FlagSet, o linkLayerOp
 		return enc.Encode(rep)
 	}
 	return writeLinkLayer(env.Stdout, rep)
+}
+
+// probe checks the flags and turns them into what linklayer.Probe sends
+// (the target is filled in later).
+func (o linkLayerOpts) probe() (linklayer.ProbeOptions, error) {
+	sizes, err := linklayer.ParseSizes(o.sizes)
+	if err != nil {
+		return linklayer.ProbeOptions{}, usageError("--%v", err)
+	}
+	if o.repeat < 1 || o.repeat > 1000 {
+		return linklayer.ProbeOptions{}, usageError("--repeat %d outside 1..1000", o.repeat)
+	}
+	if o.interval < time.Millisecond || o.interval > time.Second {
+		return linklayer.ProbeOptions{}, usageError("--interval %v outside 1ms..1s", o.interval)
+	}
+	return linklayer.ProbeOptions{Sizes: sizes, Repeat: o.repeat, Interval: o.interval}, nil
+}
+
+// probeTarget resolves the host the echoes go to (a :port is dropped).
+func probeTarget(ctx context.Context, host string, v4, v6 bool) (netip.Addr, error) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	network := "ip"
+	if v4 {
+		network = "ip4"
+	} else if v6 {
+		network = "ip6"
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, host)
+	if err != nil || len(addrs) == 0 {
+		return netip.Addr{}, fmt.Errorf("tune --linklayer: resolve %q: %v", host, err)
+	}
+	return addrs[0].Unmap(), nil
+}
+
+// probeLinkLayer sends the echoes po describes, with progress on stderr
+// unless quiet, and judges them.
+func probeLinkLayer(ctx context.Context, env *Env, po linklayer.ProbeOptions, quiet bool) ([]linklayer.Sample, linklayer.Result, error) {
+	total := len(po.Sizes) * po.Repeat
+	if !quiet {
+		fmt.Fprintf(env.Stderr, "sqm tune: %d echoes (%d sizes %d..%d bytes x %d) to %s, one every %v: about %v; keep the line idle\n",
+			total, len(po.Sizes), po.Sizes[0], po.Sizes[len(po.Sizes)-1], po.Repeat, po.Target, po.Interval, (time.Duration(total) * po.Interval).Round(time.Second))
+		step := max(total/10, 1)
+		po.Progress = func(sent, total int) {
+			if sent%step == 0 {
+				fmt.Fprintf(env.Stderr, "sqm tune: %d/%d sent\n", sent, total)
+			}
+		}
+	}
+	samples, err := linklayer.Probe(ctx, po)
+	if err != nil {
+		return samples, linklayer.Result{}, err
+	}
+	res, err := linklayer.Detect(samples, linklayer.Options{})
+	if err != nil {
+		return samples, res, fmt.Errorf("tune --linklayer: %d of %d echoes answered by %s: %w", len(samples), total, po.Target, err)
+	}
+	return samples, res, nil
 }
 
 func writeLinkLayer(w io.Writer, r linkLayerReport) error {

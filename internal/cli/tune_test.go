@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/tune"
 )
@@ -68,8 +67,9 @@ func runTune(t *testing.T, ctx context.Context, link *simTuneLink, args ...strin
 	}
 	old := openTuneLink
 	t.Cleanup(func() { openTuneLink = old })
-	openTuneLink = func(env *Env, fs *flag.FlagSet, q config.Queue, bo bloat.Options, point, idle time.Duration) (tuneLink, error) {
+	openTuneLink = func(env *Env, fs *flag.FlagSet, o tuneLinkOptions) (tuneLink, error) {
 		opened++
+		q, bo := o.q, o.bo
 		link.secret = bo.Secret
 		if q.Interface != "eth9" || q.LinkLayer != "atm" || q.Overhead != 44 || bo.Addr != "192.0.2.7" {
 			t.Errorf("link opened for %+v / %q", q, bo.Addr)
@@ -145,6 +145,49 @@ func TestTuneWriteAndPlot(t *testing.T) {
 	}
 	if b, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("plot: %v", err)
+	}
+}
+
+// TestTuneDetectWrite: --detect finds the line's real overhead (32, where
+// the section says 44), shapes with it, and --write stores it with the
+// rates, the rest of the file untouched.
+func TestTuneDetectWrite(t *testing.T) {
+	link := seed004Link()
+	link.Overhead = 32
+	code, out, errs, cfg, _ := runTune(t, context.Background(), link, "--detect", "--write", "192.0.2.7")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if len(link.applied) != 1 {
+		t.Fatalf("applied %d times, want once", len(link.applied))
+	}
+	q := link.applied[0]
+	if q.LinkLayer != "atm" || q.Overhead != 32 || link.ShaperOverhead != 32 || !link.ShaperATM {
+		t.Errorf("applied %s %d, shaped with atm=%v %d; want atm 32", q.LinkLayer, q.Overhead, link.ShaperATM, link.ShaperOverhead)
+	}
+	want := strings.NewReplacer("'6089'", fmt.Sprintf("'%d'", q.Download), "'737'", fmt.Sprintf("'%d'", q.Upload),
+		"option overhead '44'", "option overhead '32'").Replace(tuneConfig)
+	if cfg != want {
+		t.Errorf("config after --detect --write:\n%s\nwant:\n%s", cfg, want)
+	}
+	if !strings.Contains(out, "overhead 32 (detected)") || !strings.Contains(out, "configured atm overhead 44, measured 32") {
+		t.Errorf("stdout does not say what was detected:\n%s", out)
+	}
+	if !strings.Contains(errs, "echoes") && !strings.Contains(errs, "linklayer") {
+		t.Errorf("no detection progress on stderr: %q", errs)
+	}
+}
+
+func TestTuneDetectUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--detect", "--linklayer", "192.0.2.7"},
+		{"--detect", "--sizes", "60-70", "192.0.2.7"},
+		{"--detect", "--repeat", "0", "192.0.2.7"},
+	} {
+		code, _, errs, cfg, opened := runTune(t, context.Background(), seed004Link(), args...)
+		if code != 2 || opened != 0 || cfg != tuneConfig {
+			t.Errorf("%q: exit %d, link opened %d times, config changed %v; stderr %q", args, code, opened, cfg != tuneConfig, errs)
+		}
 	}
 }
 

@@ -24,6 +24,11 @@ type Shaping struct {
 	Overhead   *int
 	IQdiscOpts string
 	EQdiscOpts string
+
+	// untold leaves the framing at sqm's defaults instead of the emulated
+	// link's, unless the fields above set it: what tune starts from when
+	// it has to find the framing itself.
+	untold bool
 }
 
 // shapeShare is the share of the line rate sqm shapes to by default: the
@@ -63,17 +68,20 @@ func (s Shaping) queue(link Link, dev string) (*config.Queue, string, error) {
 	// with the default 14-byte overhead; atm gets cells and the overhead;
 	// ptm is ethernet accounting plus cake's ptm keyword (sqm-scripts has no
 	// ptm linklayer; users write it in the qdisc options).
-	switch link.LinkLayer {
-	case "atm":
-		q.LinkLayer, q.Overhead = "atm", link.Overhead
-	case "ptm":
-		q.LinkLayer, q.Overhead = "ethernet", link.Overhead
-		if q.Qdisc == "cake" {
-			q.EQdiscOpts, q.IQdiscOpts = "ptm", "ptm"
-		}
-	default:
-		if link.Overhead != ethHeader {
+	// (Unless untold: then only the fields below set the framing.)
+	if !s.untold {
+		switch link.LinkLayer {
+		case "atm":
+			q.LinkLayer, q.Overhead = "atm", link.Overhead
+		case "ptm":
 			q.LinkLayer, q.Overhead = "ethernet", link.Overhead
+			if q.Qdisc == "cake" {
+				q.EQdiscOpts, q.IQdiscOpts = "ptm", "ptm"
+			}
+		default:
+			if link.Overhead != ethHeader {
+				q.LinkLayer, q.Overhead = "ethernet", link.Overhead
+			}
 		}
 	}
 	if s.LinkLayer != "" {

@@ -3,10 +3,12 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"sqm/internal/bloat"
 	"sqm/internal/config"
+	"sqm/internal/linklayer"
 	"sqm/internal/plan"
 	"sqm/internal/stats"
 	"sqm/internal/tune"
@@ -24,11 +26,13 @@ type TuneReport struct {
 }
 
 // Tune builds the lab as Run does, runs tune on the emulated link through
-// the router's shaping (tune is told neither rates nor buffer; the
-// shaper's framing follows o.Shaping, by default the link's, since
-// link-layer detection is not part of tune yet), then the oracle, then a
-// test at the chosen rates. o.Duration is the load time of each point.
+// the router's shaping, then the oracle, then a test at the chosen rates.
+// Tune is told neither the rates, the buffer nor the framing: it detects
+// the link layer first and shapes with what it finds, starting from sqm's
+// defaults (linklayer none) or from the framing the shaping flags or
+// --config give. o.Duration is the load time of each point.
 func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64) (rep *TuneReport, err error) {
+	o.Shaping.untold = true
 	r, err := setup(ctx, &o)
 	if err != nil {
 		return nil, err
@@ -47,7 +51,7 @@ func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64
 			err = uerr
 		}
 	}()
-	to.Linklayer, to.Overhead = q.LinkLayer, q.Overhead
+	to.Linklayer, to.Overhead, to.Detect = q.LinkLayer, q.Overhead, true
 	to.Progress = func(s string) { o.progress("tune: %s", s) }
 	if rep.Tune, err = tune.Run(ctx, m, to); err != nil {
 		return rep, err
@@ -65,7 +69,7 @@ func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64
 	if rep.After, err = t.measure(ctx, &o, "tuned"); err != nil {
 		return rep, err
 	}
-	sq := m.q
+	sq := m.q // with the framing tune chose
 	sq.Download, sq.Upload = uint64(s.DownKbit), uint64(s.UpKbit)
 	rep.Shaping = ShapingReport{Interface: wanDev, Script: sq.Script, Qdisc: sq.Qdisc,
 		DownloadKbit: sq.Download, UploadKbit: sq.Upload, LinkLayer: sq.LinkLayer, Overhead: sq.Overhead,
@@ -130,6 +134,33 @@ func (m *labMeasurer) modemBacklog() uint32 {
 		}
 	}
 	return n
+}
+
+// labProbe is how the lab probes the link layer: 2-byte steps over four
+// cells with 20 echoes each, because under qemu an echo's RTT scatters by
+// milliseconds and a low percentile of many samples cuts that further
+// than finer steps help; one every 5 ms, above the largest probe's
+// serialisation on a 1 Mbit/s ATM line (318 bytes, 2.5 ms). About 10 s.
+var labProbe = linklayer.ProbeOptions{Repeat: 20, Interval: 5 * time.Millisecond, Timeout: time.Second}
+
+func (m *labMeasurer) DetectLinkLayer(ctx context.Context) (linklayer.Result, error) {
+	po := labProbe
+	po.Target = netip.MustParseAddr(serverIP)
+	po.Sizes, _ = linklayer.ParseSizes("60-252/2")
+	var samples []linklayer.Sample
+	err := m.t.client.Do(func() error {
+		var err error
+		samples, err = linklayer.Probe(ctx, po)
+		return err
+	})
+	if err != nil {
+		return linklayer.Result{}, fmt.Errorf("lab: link-layer probe: %w", err)
+	}
+	return linklayer.Detect(samples, linklayer.Options{})
+}
+
+func (m *labMeasurer) SetFraming(ll string, overhead int) {
+	m.q.LinkLayer, m.q.Overhead = ll, overhead
 }
 
 func (m *labMeasurer) Idle(ctx context.Context) (s stats.Summary, err error) {

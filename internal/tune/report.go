@@ -23,7 +23,18 @@ func WriteTable(w io.Writer, r *Result) error {
 	if ll == "" {
 		ll = "link layer not set"
 	}
-	fmt.Fprintf(&b, "sqm tune: %s; %s, overhead %d; %.0f s\n", target, ll, r.Overhead, r.Seconds)
+	fmt.Fprintf(&b, "sqm tune: %s; %s, overhead %d", target, ll, r.Overhead)
+	if r.LinklayerSource != "" {
+		fmt.Fprintf(&b, " (%s)", r.LinklayerSource)
+	}
+	fmt.Fprintf(&b, "; %.0f s\n", r.Seconds)
+	if d := r.Detection; d != nil {
+		sure := "sure"
+		if !d.Sure {
+			sure = "not sure"
+		}
+		fmt.Fprintf(&b, "link layer: %s (%s): %s\n", d.LinkLayer, sure, d.Reason)
+	}
 	fmt.Fprintf(&b, "idle: min %.1f, median %.1f, p90 %.1f ms (%d probes); induced = loaded p90 - idle median\n",
 		r.Idle.MinMs, r.Idle.MedianMs, r.Idle.P90Ms, r.Idle.Count)
 	fmt.Fprintf(&b, "chosen: download %d kbit/s, upload %d kbit/s", r.DownloadKbit, r.UploadKbit)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"sqm/internal/linklayer"
 	"sqm/internal/stats"
 )
 
@@ -208,4 +209,29 @@ func (s *SimLink) Load(_ context.Context, d Dir) (Measurement, error) {
 	}
 	m.Latency = s.latency(q)
 	return m, nil
+}
+
+// DetectLinkLayer implements FramingMeasurer: echoes of 60..252 bytes, 10
+// each, over the idle line (both directions' serialisation of the size
+// under the line's framing, plus the jitter), judged by linklayer.Detect.
+func (s *SimLink) DetectLinkLayer(context.Context) (linklayer.Result, error) {
+	s.init()
+	var samples []linklayer.Sample
+	for size := 60; size <= 252; size++ {
+		b := float64(size + s.Overhead)
+		if s.ATM {
+			b = math.Ceil(b/48) * 53
+		}
+		ser := b * 8 * (1/float64(s.DownKbit) + 1/float64(s.UpKbit)) // ms
+		for range 10 {
+			ms := s.BaseMs + ser + s.rng.ExpFloat64()*s.JitterMs
+			samples = append(samples, linklayer.Sample{Size: size, RTT: time.Duration(ms * float64(time.Millisecond))})
+		}
+	}
+	return linklayer.Detect(samples, linklayer.Options{})
+}
+
+// SetFraming implements FramingMeasurer.
+func (s *SimLink) SetFraming(ll string, overhead int) {
+	s.ShaperATM, s.ShaperOverhead = ll == "atm", overhead
 }

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
+	"sqm/internal/linklayer"
 	"sqm/internal/stats"
 )
 
@@ -57,6 +59,19 @@ type Measurer interface {
 	Load(ctx context.Context, dir Dir) (Measurement, error)
 }
 
+// FramingMeasurer is a Measurer that can also find the line's framing
+// (ICMP echoes of many sizes on the idle line, internal/linklayer) and
+// shape with a framing other than the one it was configured with. Tune
+// uses it when Options.Detect is set.
+type FramingMeasurer interface {
+	Measurer
+	// DetectLinkLayer probes the idle line; the shaping is lifted then.
+	DetectLinkLayer(ctx context.Context) (linklayer.Result, error)
+	// SetFraming makes every later Shape account packets as sqm's
+	// linklayer (none, ethernet, atm) with overhead bytes each.
+	SetFraming(linklayer string, overhead int)
+}
+
 // Profiles name induced-latency targets (ms) by what the line is for. The
 // bands follow the bufferbloat grades: gaming keeps queueing to about a
 // frame at 100 Hz, balanced inside grade A (< 30 ms), throughput inside B.
@@ -76,10 +91,15 @@ type Options struct {
 	// median) accepted; if 0, Profile's target.
 	TargetMs float64
 	Profile  string
-	// Linklayer and Overhead are what the shaper accounts per packet; tune
-	// does not change them, it reports them with the result.
+	// Linklayer and Overhead are the configured framing (sqm's linklayer
+	// none, ethernet or atm, and bytes per packet): what the shaper
+	// accounts unless Detect replaces them.
 	Linklayer string
 	Overhead  int
+	// Detect finds the framing first, on the idle line, and shapes with
+	// what it finds (see Framing); the Measurer must then be a
+	// FramingMeasurer.
+	Detect bool
 	// Coarse are the rates of the coarse sweep as fractions of the
 	// unshaped goodput, ascending. Shaper rates count framing that goodput
 	// does not, so the knee lies above 1 (about 1.06 for Ethernet, 1.2 for
@@ -195,9 +215,14 @@ type Result struct {
 	LineChanged bool `json:"line_changed"`
 	// The choice per direction loaded alone, before the check with both
 	// loaded lowered it (equal to the choice if it did not).
-	AloneDownKbit int      `json:"alone_down_kbit"`
-	AloneUpKbit   int      `json:"alone_up_kbit"`
-	Notes         []string `json:"notes,omitempty"`
+	AloneDownKbit int `json:"alone_down_kbit"`
+	AloneUpKbit   int `json:"alone_up_kbit"`
+	// LinklayerSource says where Linklayer and Overhead came from:
+	// "configured", or "detected" (the detector's verdict is then in
+	// Detection, its per-size delays left out).
+	LinklayerSource string            `json:"linklayer_source"`
+	Detection       *linklayer.Result `json:"linklayer_detection,omitempty"`
+	Notes           []string          `json:"notes,omitempty"`
 }
 
 // ErrNoRate is returned (wrapped) when even the lowest rate tried misses
@@ -314,7 +339,11 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 		o.Now = time.Now
 	}
 	start := o.Now()
-	res := &Result{Linklayer: o.Linklayer, Overhead: o.Overhead, TargetMs: target, Points: []Point{}}
+	fm, canDetect := m.(FramingMeasurer)
+	if o.Detect && !canDetect {
+		return nil, errors.New("tune: link-layer detection asked for, but this link cannot probe it")
+	}
+	res := &Result{Linklayer: o.Linklayer, Overhead: o.Overhead, LinklayerSource: "configured", TargetMs: target, Points: []Point{}}
 	if o.TargetMs == 0 {
 		res.Profile = o.Profile
 		if res.Profile == "" {
@@ -326,6 +355,11 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 
 	if err := m.Shape(ctx, Shaping{}); err != nil {
 		return res, fmt.Errorf("tune: lift shaping: %w", err)
+	}
+	if o.Detect {
+		if err := r.detect(ctx, fm); err != nil {
+			return res, err
+		}
 	}
 	if res.Idle, err = m.Idle(ctx); err != nil {
 		return res, fmt.Errorf("tune: idle baseline: %w", err)
@@ -349,6 +383,65 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// detect probes the idle line's framing and sets the shaper's from it.
+func (r *runner) detect(ctx context.Context, fm FramingMeasurer) error {
+	r.progress("linklayer probing the idle line with echoes of many sizes")
+	det, err := fm.DetectLinkLayer(ctx)
+	if err != nil {
+		return fmt.Errorf("tune: link-layer detection: %w", err)
+	}
+	f := Framing(det, r.o.Linklayer, r.o.Overhead)
+	det.Points = nil // the per-size delays are the detector's evidence, not tune's
+	r.res.Detection = &det
+	r.res.Linklayer, r.res.Overhead, r.res.LinklayerSource = f.Linklayer, f.Overhead, f.Source
+	sure := "sure"
+	if !det.Sure {
+		sure = "not sure"
+	}
+	r.progress("linklayer %s (%s): shaping as %s, overhead %d (%s)", det.LinkLayer, sure, f.Linklayer, f.Overhead, f.Source)
+	if f.Note != "" {
+		r.note("%s", f.Note)
+	}
+	fm.SetFraming(f.Linklayer, f.Overhead)
+	return nil
+}
+
+// Chosen framing, from Framing.
+type FramingChoice struct {
+	Linklayer string // sqm's linklayer: none, ethernet or atm
+	Overhead  int
+	Source    string // "detected" or "configured"
+	Note      string // why, when the verdict and the configuration disagree or the verdict is unsure
+}
+
+// Framing decides what the shaper accounts, from the detector's verdict
+// and the configured linklayer and overhead. ATM is taken with the
+// overhead measured; a straight line keeps the configured overhead (idle
+// delays cannot show a non-ATM overhead), but not a configured ATM; an
+// unknown verdict keeps the configuration.
+func Framing(det linklayer.Result, ll string, overhead int) FramingChoice {
+	switch det.LinkLayer {
+	case linklayer.ATM:
+		f := FramingChoice{Linklayer: "atm", Overhead: det.Overhead, Source: "detected"}
+		if !det.Sure {
+			f.Note = fmt.Sprintf("link layer: ATM, but the overhead is not sure (overheads up to %d bytes from %d fit nearly as well); check it with 'sqm tune --linklayer' on a quieter line", det.OverheadSpread, det.Overhead)
+		}
+		if ll == "atm" && overhead != det.Overhead {
+			f.Note = strings.TrimSpace(f.Note + fmt.Sprintf(" link layer: configured atm overhead %d, measured %d (mod 48 the steps show %d); shaping with the measured one", overhead, det.Overhead, det.OverheadMod))
+		}
+		return f
+	case linklayer.Ethernet:
+		f := FramingChoice{Linklayer: ll, Overhead: overhead, Source: "detected"}
+		if ll == "atm" {
+			f.Linklayer = "ethernet"
+			f.Note = fmt.Sprintf("link layer: configured atm, but the line shows no ATM cells; shaping as ethernet with the configured overhead %d", overhead)
+		}
+		return f
+	}
+	return FramingChoice{Linklayer: ll, Overhead: overhead, Source: "configured",
+		Note: "link layer: detection could not tell (" + det.Reason + "); shaping with the configured framing"}
 }
 
 // direction measures one direction and returns the chosen rate. If the

@@ -7,6 +7,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"sqm/internal/linklayer"
+	"sqm/internal/stats"
 )
 
 // simLinks are lines of the kinds issue 12 names: 1 to 100 Mbit/s,
@@ -220,3 +223,99 @@ func TestNoBloat(t *testing.T) {
 		t.Errorf("download %d, want the highest rate tried %d", res.AloneDownKbit, want)
 	}
 }
+
+// TestDetectFraming runs tune told nothing of the framing (sqm's default,
+// linklayer none with no overhead): on the ATM lines it must find ATM and
+// the overhead, shape with them and still land within 3 % of the oracle
+// of the true framing; on the others it must not claim ATM.
+func TestDetectFraming(t *testing.T) {
+	for name, link := range simLinks() {
+		t.Run(name, func(t *testing.T) {
+			l := *link
+			l.ShaperATM, l.ShaperOverhead = false, 0
+			res, err := Run(context.Background(), &l, Options{Detect: true, Linklayer: "none", Now: l.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := res.Detection
+			if d == nil {
+				t.Fatal("no detection in the result")
+			}
+			t.Logf("detected %s sure=%v overhead %d; shaped %s %d (%s); notes %q", d.LinkLayer, d.Sure, d.Overhead, res.Linklayer, res.Overhead, res.LinklayerSource, res.Notes)
+			if link.ATM {
+				if res.Linklayer != "atm" || res.Overhead != link.Overhead || res.LinklayerSource != "detected" {
+					t.Fatalf("shaped as %s overhead %d (%s), want atm %d detected", res.Linklayer, res.Overhead, res.LinklayerSource, link.Overhead)
+				}
+			} else if res.Linklayer != "none" || res.Overhead != 0 {
+				t.Fatalf("non-ATM line shaped as %s overhead %d, want the configured none 0", res.Linklayer, res.Overhead)
+			}
+			truth := *link
+			for _, c := range []struct {
+				d         Dir
+				got, want int
+			}{{Down, res.AloneDownKbit, truth.Best(Down, res.TargetMs)}, {Up, res.AloneUpKbit, truth.Best(Up, res.TargetMs)}} {
+				// Without the overhead the shaper counts fewer bytes per
+				// packet; the oracle in shaper units of that accounting is
+				// the true one scaled by the ratio of the two.
+				want := float64(c.want) * wireBytes(l.ShaperATM, l.ShaperOverhead) / wireBytes(truth.ShaperATM, truth.ShaperOverhead)
+				if dev := (float64(c.got) - want) / want; math.Abs(dev) > 0.03 {
+					t.Errorf("%s: chosen %d kbit/s, oracle %.0f in the same accounting: %.1f %% off", c.d, c.got, want, 100*dev)
+				}
+			}
+		})
+	}
+}
+
+func TestFramingChoice(t *testing.T) {
+	atm := linklayer.Result{LinkLayer: linklayer.ATM, Overhead: 44, OverheadMod: 44, Sure: true}
+	unsure := atm
+	unsure.Sure, unsure.OverheadSpread = false, 6
+	eth := linklayer.Result{LinkLayer: linklayer.Ethernet, Sure: true}
+	unknown := linklayer.Result{LinkLayer: linklayer.Unknown, Reason: "noise"}
+	for _, c := range []struct {
+		name     string
+		det      linklayer.Result
+		ll       string
+		oh       int
+		want     FramingChoice
+		wantNote string
+	}{
+		{"atm over none", atm, "none", 0, FramingChoice{"atm", 44, "detected", ""}, ""},
+		{"atm agrees", atm, "atm", 44, FramingChoice{"atm", 44, "detected", ""}, ""},
+		{"atm other overhead", atm, "atm", 32, FramingChoice{Linklayer: "atm", Overhead: 44, Source: "detected"}, "configured atm overhead 32, measured 44"},
+		{"atm unsure", unsure, "none", 0, FramingChoice{Linklayer: "atm", Overhead: 44, Source: "detected"}, "not sure"},
+		{"ethernet keeps none", eth, "none", 0, FramingChoice{"none", 0, "detected", ""}, ""},
+		{"ethernet keeps overhead", eth, "ethernet", 38, FramingChoice{"ethernet", 38, "detected", ""}, ""},
+		{"ethernet over atm", eth, "atm", 44, FramingChoice{Linklayer: "ethernet", Overhead: 44, Source: "detected"}, "shows no ATM cells"},
+		{"unknown", unknown, "atm", 44, FramingChoice{Linklayer: "atm", Overhead: 44, Source: "configured"}, "could not tell (noise)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Framing(c.det, c.ll, c.oh)
+			note := got.Note
+			got.Note = ""
+			if got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+			if !strings.Contains(note, c.wantNote) || (c.wantNote == "") != (note == "") {
+				t.Errorf("note %q, want one containing %q", note, c.wantNote)
+			}
+		})
+	}
+}
+
+// A Measurer that cannot probe is refused when detection is asked for,
+// before anything is shaped.
+func TestDetectNeedsFramingMeasurer(t *testing.T) {
+	var m plainMeasurer
+	if _, err := Run(context.Background(), &m, Options{Detect: true}); err == nil || m.shaped {
+		t.Fatalf("err %v, shaped %v: want an error and nothing shaped", err, m.shaped)
+	}
+}
+
+type plainMeasurer struct{ shaped bool }
+
+func (m *plainMeasurer) Shape(context.Context, Shaping) error { m.shaped = true; return nil }
+func (m *plainMeasurer) Idle(context.Context) (stats.Summary, error) {
+	return stats.Summary{}, nil
+}
+func (m *plainMeasurer) Load(context.Context, Dir) (Measurement, error) { return Measurement{}, nil }

@@ -9,13 +9,20 @@ import (
 )
 
 // Edits are the config changes that put the chosen rates into section
-// (a name or @queue[N]). The link layer is not among them: this slice of
-// tune does not measure it, so the user's setting stands.
+// (a name or @queue[N]), and the framing when tune detected it (the rates
+// were measured with it; they belong together). A configured framing is
+// the user's and stays as written.
 func (r *Result) Edits(section string) []uci.Edit {
-	return []uci.Edit{
+	e := []uci.Edit{
 		{Section: section, Option: "download", Value: strconv.Itoa(r.DownloadKbit)},
 		{Section: section, Option: "upload", Value: strconv.Itoa(r.UploadKbit)},
 	}
+	if r.LinklayerSource == "detected" {
+		e = append(e,
+			uci.Edit{Section: section, Option: "linklayer", Value: r.Linklayer},
+			uci.Edit{Section: section, Option: "overhead", Value: strconv.Itoa(r.Overhead)})
+	}
+	return e
 }
 
 // WriteConfig returns src (a UCI file named name) with the chosen rates in

@@ -52,6 +52,31 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	}
 }
 
+// A detected framing is written with the rates: the linklayer line edited
+// in place, an overhead line added after the section's last option when
+// the file had none.
+func TestWriteConfigDetectedFraming(t *testing.T) {
+	res := &Result{DownloadKbit: 6412, UploadKbit: 798, Linklayer: "atm", Overhead: 44, LinklayerSource: "detected"}
+	src, err := os.ReadFile("../uci/testdata/default.sqm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := res.WriteConfig("default.sqm", src, "eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.NewReplacer("'85000'", "'6412'", "'10000'", "'798'", "option linklayer 'none'\n",
+		"option linklayer 'atm'\n        option overhead '44'\n").Replace(string(src))
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	// Configured framing is not touched.
+	res.LinklayerSource = "configured"
+	if out, err := res.WriteConfig("default.sqm", src, "eth1"); err != nil || strings.Contains(string(out), "atm") {
+		t.Errorf("configured framing written (err %v):\n%s", err, out)
+	}
+}
+
 func TestWriteConfigRefuses(t *testing.T) {
 	src := []byte("config queue 'wan'\n\toption download '1'\n")
 	if _, err := (&Result{DownloadKbit: 5, UploadKbit: 5}).WriteConfig("f", src, "lan"); err == nil || !strings.Contains(err.Error(), "lan") {
