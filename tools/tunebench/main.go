@@ -1,0 +1,243 @@
+// Command tunebench runs `sqm lab --vm --tune --json` on a set of emulated
+// links that tune is not told about (rates, buffer, base RTT, framing) and
+// judges each run by issue 12's acceptance criteria:
+//
+//   - tune's rate per direction (each alone) within 3 % of the oracle's;
+//   - at the chosen rates, induced p90 (each loaded phase's p90 minus the
+//     idle median) under the target;
+//   - at the chosen rates, goodput at least 88 % of the line's payload
+//     maximum per direction;
+//   - on ATM links, ATM detected and the overhead within 4 bytes;
+//   - tune itself done in 5 minutes.
+//
+// It is a bench (make bench-tune), not a test: a run takes 7 to 10 minutes
+// of VM time per link. The JSON of every run is kept in -out, and the
+// table printed is the one for the notes.
+//
+//	go run ./tools/tunebench [-sqm bin/sqm] [-out DIR] [-links REGEX] [-duration 5s] [-judge]
+//
+// With -judge it only reads the JSON files already in -out.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"sqm/internal/lab"
+)
+
+// link is one emulated line, as `sqm lab` flags.
+type link struct {
+	name      string
+	down, up  string
+	linklayer string
+	overhead  int
+	rtt       string
+	buffer    int
+}
+
+// links span issue 12's ranges: ATM at the rates ADSL has (where idle
+// echo delays can show cells under qemu), Ethernet up to what the VM's
+// emulated CPUs carry, overheads of several encapsulations, buffers of
+// 100 to 2000 packets, base RTT 5 to 80 ms.
+var links = []link{
+	{"adsl-seed004", "7616kbit", "864kbit", "atm", 44, "29ms", 300},
+	{"adsl-pppoa-vcmux", "2mbit", "512kbit", "atm", 10, "80ms", 100},
+	{"adsl-pppoe-llc", "4mbit", "1mbit", "atm", 32, "50ms", 500},
+	{"eth-20-5", "20mbit", "5mbit", "ethernet", 14, "20ms", 1000},
+	{"eth-docsis-40-8", "40mbit", "8mbit", "ethernet", 18, "10ms", 2000},
+	{"ptm-vdsl-30-6", "30mbit", "6mbit", "ptm", 30, "5ms", 800},
+}
+
+func main() {
+	var (
+		sqm      = flag.String("sqm", "bin/sqm", "the sqm binary")
+		out      = flag.String("out", "tunebench-out", "directory for each run's JSON and log")
+		sel      = flag.String("links", ".", "run only the links whose name matches this `regex`")
+		duration = flag.Duration("duration", 5*time.Second, "load time of each tune point")
+		judge    = flag.Bool("judge", false, "only judge the JSON already in -out")
+	)
+	flag.Parse()
+	re, err := regexp.Compile(*sel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tunebench: -links:", err)
+		os.Exit(2)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "tunebench:", err)
+		os.Exit(1)
+	}
+	var rows []row
+	failed := false
+	for _, l := range links {
+		if !re.MatchString(l.name) {
+			continue
+		}
+		js := filepath.Join(*out, l.name+".json")
+		if !*judge {
+			if err := runLink(*sqm, l, *duration, js, filepath.Join(*out, l.name+".log")); err != nil {
+				fmt.Fprintf(os.Stderr, "tunebench: %s: %v\n", l.name, err)
+				failed = true
+				continue
+			}
+		}
+		r, err := judgeRun(l, js)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "tunebench: %s: %v\n", l.name, err)
+			failed = true
+			continue
+		}
+		rows = append(rows, r)
+		if !*judge {
+			fmt.Fprintln(os.Stderr, r.summary())
+		}
+	}
+	writeTable(os.Stdout, rows)
+	for _, r := range rows {
+		failed = failed || len(r.fails) > 0
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func runLink(sqm string, l link, d time.Duration, jsonPath, logPath string) error {
+	args := []string{"lab", "--vm", "--tune", "--json", "--down", l.down, "--up", l.up, "--linklayer", l.linklayer,
+		"--overhead", fmt.Sprint(l.overhead), "--rtt", l.rtt, "--buffer", fmt.Sprint(l.buffer), "--duration", d.String()}
+	fmt.Fprintf(os.Stderr, "tunebench: %s: %s %s\n", l.name, sqm, strings.Join(args, " "))
+	jf, err := os.Create(jsonPath)
+	if err != nil {
+		return err
+	}
+	defer jf.Close()
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	cmd := exec.Command(sqm, args...)
+	cmd.Stdout, cmd.Stderr = jf, lf
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v after %v (log: %s)", err, time.Since(start).Round(time.Second), logPath)
+	}
+	return nil
+}
+
+// row is one link's result and the criteria it missed.
+type row struct {
+	l                    link
+	tuneD, tuneU         int
+	oracleD, oracleU     int
+	finalD, finalU       int
+	offD, offU           float64 // tune vs oracle, %
+	p90D, p90U           float64 // induced p90 per loaded phase at the chosen rates, ms
+	shareD, shareU       float64 // goodput / line payload max, %
+	target               float64
+	linklayer            string
+	overhead             int
+	source               string
+	tuneSeconds          float64
+	points, oraclePoints int
+	fails                []string
+}
+
+func judgeRun(l link, path string) (row, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return row{}, err
+	}
+	var rep lab.TuneReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return row{}, fmt.Errorf("%s: %v", path, err)
+	}
+	if rep.Tune == nil || rep.Oracle == nil || rep.After == nil {
+		return row{}, fmt.Errorf("%s: tune, oracle or after missing", path)
+	}
+	t, o, a := rep.Tune, rep.Oracle, rep.After
+	r := row{l: l, tuneD: t.AloneDownKbit, tuneU: t.AloneUpKbit, oracleD: o.DownloadKbit, oracleU: o.UploadKbit,
+		finalD: t.DownloadKbit, finalU: t.UploadKbit, target: t.TargetMs, linklayer: t.Linklayer, overhead: t.Overhead,
+		source: t.LinklayerSource, tuneSeconds: t.Seconds, points: len(t.Points), oraclePoints: len(o.Points)}
+	r.offD, r.offU = pct(r.tuneD, r.oracleD), pct(r.tuneU, r.oracleU)
+	for _, p := range a.Phases {
+		v := p.Latency.P90Ms - a.Idle.MedianMs
+		switch p.Name {
+		case "download":
+			r.p90D = v
+		case "upload":
+			r.p90U = v
+		}
+	}
+	r.shareD = 100 * a.DownloadMbps / rep.Link.MaxGoodputDownMbps
+	r.shareU = 100 * a.UploadMbps / rep.Link.MaxGoodputUpMbps
+	fail := func(format string, args ...any) { r.fails = append(r.fails, fmt.Sprintf(format, args...)) }
+	if math.Abs(r.offD) > 3 || math.Abs(r.offU) > 3 {
+		fail("tune vs oracle %+.1f/%+.1f %%", r.offD, r.offU)
+	}
+	if r.p90D >= r.target || r.p90U >= r.target {
+		fail("induced p90 %.1f/%.1f ms", r.p90D, r.p90U)
+	}
+	if r.shareD < 88 || r.shareU < 88 {
+		fail("goodput %.0f/%.0f %% of the line", r.shareD, r.shareU)
+	}
+	if l.linklayer == "atm" {
+		if t.Linklayer != "atm" {
+			fail("framing %s, not atm", t.Linklayer)
+		} else if abs(t.Overhead-l.overhead) > 4 {
+			fail("overhead %d, line %d", t.Overhead, l.overhead)
+		}
+	} else if t.Linklayer == "atm" {
+		fail("atm claimed on a %s line", l.linklayer)
+	}
+	if t.Seconds > 300 {
+		fail("tune took %.0f s", t.Seconds)
+	}
+	return r, nil
+}
+
+func pct(got, want int) float64 {
+	if want == 0 {
+		return math.Inf(1)
+	}
+	return 100 * float64(got-want) / float64(want)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func (r row) summary() string {
+	v := "meets every criterion"
+	if len(r.fails) > 0 {
+		v = "misses: " + strings.Join(r.fails, "; ")
+	}
+	return fmt.Sprintf("tunebench: %s: tune %d/%d, oracle %d/%d, final %d/%d, %s %d (%s), %.0f s: %s",
+		r.l.name, r.tuneD, r.tuneU, r.oracleD, r.oracleU, r.finalD, r.finalU, r.linklayer, r.overhead, r.source, r.tuneSeconds, v)
+}
+
+func writeTable(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| link | framing told / found | tune alone d/u kbit/s | oracle d/u | off d/u | final pair | induced p90 d/u ms (target) | goodput share d/u | tune s (points) | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		v := "ok"
+		if len(r.fails) > 0 {
+			v = "misses: " + strings.Join(r.fails, "; ")
+		}
+		fmt.Fprintf(w, "| %s %s/%s %s, %d pkt | %s+%d / %s+%d (%s) | %d/%d | %d/%d | %+.1f/%+.1f %% | %d/%d | %.1f/%.1f (%g) | %.0f/%.0f %% | %.0f (%d) | %s |\n",
+			r.l.name, r.l.down, r.l.up, r.l.rtt, r.l.buffer, r.l.linklayer, r.l.overhead, r.linklayer, r.overhead, r.source,
+			r.tuneD, r.tuneU, r.oracleD, r.oracleU, r.offD, r.offU, r.finalD, r.finalU, r.p90D, r.p90U, r.target,
+			r.shareD, r.shareU, r.tuneSeconds, r.points, v)
+	}
+}
