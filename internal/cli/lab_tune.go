@@ -38,6 +38,9 @@ func runLabTune(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Option
 		return usageError("--target: %v", err)
 	}
 	opts.Duration = labTunePoint(fs)
+	if opts.Duration < lab.TuneWarmup+2*time.Second {
+		return usageError("--duration %v with --tune: give at least %v (each point's first %v is its start burst, judged apart)", opts.Duration, lab.TuneWarmup+2*time.Second, lab.TuneWarmup)
+	}
 	start := time.Now()
 	opts.Progress = func(phase string) {
 		fmt.Fprintf(env.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), phase)

@@ -40,11 +40,14 @@ type Shaping struct {
 }
 
 // Measurement is one point under load: goodput per direction (0 for an
-// unloaded direction) and the round-trip latency while loaded.
+// unloaded direction) and the round-trip latency while loaded, apart for
+// the start of the load (Start, the first seconds: TCP's slow-start burst)
+// and the rest (Latency, the steady load the choice is judged by).
 type Measurement struct {
 	DownKbit float64
 	UpKbit   float64
 	Latency  stats.Summary
+	Start    stats.Summary
 }
 
 // Measurer is how tune changes the shaper and measures. Implementations
@@ -164,8 +167,12 @@ type Point struct {
 	Latency         stats.Summary `json:"latency"`
 	// InducedMs is loaded p90 minus idle median: the p90 (not the median)
 	// because a shaper that is slightly too fast shows first in the tail.
-	InducedMs float64 `json:"induced_ms"`
-	Grade     string  `json:"grade"`
+	// Latency and InducedMs are of the steady load; StartInducedMs is the
+	// same for the start burst the Measurer left out of it (0 when it
+	// does not split).
+	InducedMs      float64 `json:"induced_ms"`
+	StartInducedMs float64 `json:"start_induced_ms,omitempty"`
+	Grade          string  `json:"grade"`
 	// Pass says whether InducedMs plus the noise margin is under the target.
 	Pass bool `json:"pass"`
 	// Stale marks a point measured before the line changed; the choice
@@ -261,9 +268,15 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 	if err != nil {
 		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: %w", dir, s.DownKbit, s.UpKbit, err)
 	}
+	if m.Latency.Count == 0 {
+		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: no latency probe was answered under load", dir, s.DownKbit, s.UpKbit)
+	}
 	p := Point{Role: role, Dir: dir, DownKbit: s.DownKbit, UpKbit: s.UpKbit,
 		GoodputDownKbit: round1(m.DownKbit), GoodputUpKbit: round1(m.UpKbit), Latency: m.Latency}
 	p.InducedMs = round2(m.Latency.P90Ms - r.res.Idle.MedianMs)
+	if m.Start.Count > 0 {
+		p.StartInducedMs = round2(m.Start.P90Ms - r.res.Idle.MedianMs)
+	}
 	p.Grade = stats.Grade(p.InducedMs)
 	p.Pass = p.InducedMs+r.margin(dir) <= r.target
 	r.res.Points = append(r.res.Points, p)
