@@ -241,7 +241,7 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	if fs.Lookup("tune").Value.String() == "true" {
 		// tune and the oracle: about 60 loaded points, each with a
 		// second to settle and the tester's setup.
-		timeout = 80*labTunePoint(fs) + 5*time.Minute
+		timeout = 80*labTunePoint(fs) + 4*lab.TuneAfter + 5*time.Minute
 	}
 	code, err := vm.Run(ctx, vm.Config{
 		Command: inner,

@@ -49,8 +49,10 @@ does, changing the shaping of the section's interface as it goes:
      the rate where latency breaks; the highest rate still under the target
      near the knee is measured again, to notice a line that changed (the
      direction is then measured once more) and to size a noise margin;
-  4. the chosen pair with both directions loaded at once, lowered together
-     (at most 10 %) if the two shapers' queues add up over the target.
+  4. the chosen pair with both directions loaded at once; if the two
+     shapers' queues (and the download's ACKs on a slow upload) add up over
+     the target, the direction whose cut helps most is lowered, or both
+     (down to 40 %), to the highest pair that meets it.
 
 Induced latency is the 90th percentile under load minus the idle median,
 over each point's load after its first --warmup (default 2s): the start

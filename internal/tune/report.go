@@ -37,11 +37,12 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(&b, "idle: min %.1f, median %.1f, p90 %.1f ms (%d probes); induced = loaded p90 - idle median\n",
 		r.Idle.MinMs, r.Idle.MedianMs, r.Idle.P90Ms, r.Idle.Count)
+	split := false // the Measurer took each load's start apart
 	for _, p := range r.Points {
-		if p.StartInducedMs != 0 {
-			b.WriteString("loaded = the steady load; start = induced over each load's first seconds (slow-start burst), shown, not judged\n")
-			break
-		}
+		split = split || p.StartInducedMs != 0
+	}
+	if split {
+		b.WriteString("loaded = the steady load; start = induced over each load's first seconds (slow-start burst), shown, not judged\n")
 	}
 	fmt.Fprintf(&b, "chosen: download %d kbit/s, upload %d kbit/s", r.DownloadKbit, r.UploadKbit)
 	if r.DownloadKbit != r.AloneDownKbit || r.UploadKbit != r.AloneUpKbit {
@@ -68,7 +69,11 @@ func WriteTable(w io.Writer, r *Result) error {
 		title := map[Dir]string{Down: "download", Up: "upload", Both: "both directions loaded"}[d]
 		fmt.Fprintf(&b, "\n%s\n", title)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "rate kbit/s\tgoodput kbit/s\tmin\t10pct\tmedian\tavg\t90pct\tmax\tinduced\tgrade\tstart\t\t")
+		startCol := ""
+		if split {
+			startCol = "start\t"
+		}
+		fmt.Fprintln(tw, "rate kbit/s\tgoodput kbit/s\tmin\t10pct\tmedian\tavg\t90pct\tmax\tinduced\tgrade\t"+startCol+"\t")
 		for _, p := range pts {
 			rate := "unshaped"
 			switch {
@@ -82,11 +87,11 @@ func WriteTable(w io.Writer, r *Result) error {
 				good = fmt.Sprintf("%.0f/%.0f", p.GoodputDownKbit, p.GoodputUpKbit)
 			}
 			l := p.Latency
-			start := "-"
-			if p.StartInducedMs != 0 {
-				start = fmt.Sprintf("%.1f", p.StartInducedMs)
+			start := ""
+			if split {
+				start = fmt.Sprintf("%.1f\t", p.StartInducedMs)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t %s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s %s\t\n",
 				rate, good, l.MinMs, l.P10Ms, l.MedianMs, l.MeanMs, l.P90Ms, l.MaxMs, p.InducedMs, p.Grade, start, remark(r, p))
 		}
 		tw.Flush()

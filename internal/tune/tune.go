@@ -123,7 +123,7 @@ type Options struct {
 }
 
 // DefaultCoarse is the coarse sweep, as fractions of unshaped goodput.
-var DefaultCoarse = []float64{0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.45}
+var DefaultCoarse = []float64{0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.45}
 
 // Target resolves the induced-latency target of o.
 func (o Options) Target() (float64, error) {
@@ -626,33 +626,63 @@ func (r *runner) bisect(ctx context.Context, d Dir) error {
 }
 
 // validate loads both directions at the chosen rates. A shaper keeps a
-// small queue of its own in each direction and, loaded at once, both add
-// up in the round trip; when that misses the target, both rates are scaled
-// down together, by bisection on the factor between 0.9 and 1, to the
-// highest pair that meets it. If even 0.9 misses, the per-direction choice
-// is kept and the user told.
+// queue of its own in each direction and, loaded at once, both add up in
+// the round trip; on a slow upload the download's ACKs also compete with
+// the upload's data. When the pair misses the target, the direction that
+// dominates is found by lowering each alone by a fifth; the better of the
+// two, if it passes, is then narrowed by bisection on that direction's
+// factor, leaving the other direction's rate as it was. If neither does,
+// both are lowered together, bisecting a common factor down to
+// minValidate. If even that misses, the latency is not the shapers' to
+// remove: the per-direction choice is kept and the user told.
 func (r *runner) validate(ctx context.Context) error {
 	d0, u0 := r.res.AloneDownKbit, r.res.AloneUpKbit
-	at := func(f float64) Shaping {
-		return Shaping{DownKbit: int(math.Round(float64(d0) * f)), UpKbit: int(math.Round(float64(u0) * f))}
+	at := func(fd, fu float64) Shaping {
+		return Shaping{DownKbit: int(math.Round(float64(d0) * fd)), UpKbit: int(math.Round(float64(u0) * fu))}
 	}
-	p, err := r.measure(ctx, RoleValidate, Both, at(1))
+	p, err := r.measure(ctx, RoleValidate, Both, at(1, 1))
 	if err != nil || p.Pass {
 		return err
 	}
-	lo, hi := 0.9, 1.0
-	q, err := r.measure(ctx, RoleValidate, Both, at(lo))
+	pd, err := r.measure(ctx, RoleValidate, Both, at(validateStep, 1))
 	if err != nil {
 		return err
 	}
-	if !q.Pass {
-		r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms 10 %% lower, over the %.0f ms target: the shaper's own queues add up; each direction alone meets it",
-			p.InducedMs, d0, u0, q.InducedMs, r.target)
-		return nil
+	pu, err := r.measure(ctx, RoleValidate, Both, at(1, validateStep))
+	if err != nil {
+		return err
 	}
-	for hi-lo > r.o.Resolution {
+	// scale(f) is the pair searched: one direction lowered, or both.
+	var scale func(f float64) Shaping
+	var lo float64
+	var what string
+	switch {
+	case pd.Pass && (!pu.Pass || pd.InducedMs <= pu.InducedMs):
+		scale, lo, what = func(f float64) Shaping { return at(f, 1) }, validateStep, "download lowered"
+	case pu.Pass:
+		scale, lo, what = func(f float64) Shaping { return at(1, f) }, validateStep, "upload lowered"
+	default:
+		scale, what = func(f float64) Shaping { return at(f, f) }, "both lowered"
+		for _, f := range []float64{validateStep, (validateStep + minValidate) / 2, minValidate} {
+			q, err := r.measure(ctx, RoleValidate, Both, scale(f))
+			if err != nil {
+				return err
+			}
+			if q.Pass {
+				lo = f
+				break
+			}
+			if f == minValidate {
+				r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms at %.0f %% of both, over the %.0f ms target: it does not come from the shapers' queues; the rates chosen for each direction alone are kept",
+					p.InducedMs, d0, u0, q.InducedMs, 100*f, r.target)
+				return nil
+			}
+		}
+	}
+	hi := 1.0
+	for (hi-lo)/hi > 2*r.o.Resolution {
 		mid := (lo + hi) / 2
-		m, err := r.measure(ctx, RoleValidate, Both, at(mid))
+		m, err := r.measure(ctx, RoleValidate, Both, scale(mid))
 		if err != nil {
 			return err
 		}
@@ -662,12 +692,19 @@ func (r *runner) validate(ctx context.Context) error {
 			hi = mid
 		}
 	}
-	s := at(lo)
+	s := scale(lo)
 	r.res.DownloadKbit, r.res.UploadKbit = s.DownKbit, s.UpKbit
-	r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, over the %.0f ms target; both lowered to %d/%d kbit/s (%.1f %% lower)",
-		d0, u0, p.InducedMs, r.target, s.DownKbit, s.UpKbit, 100*(1-lo))
+	r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, over the %.0f ms target; %s to %d/%d kbit/s",
+		d0, u0, p.InducedMs, r.target, what, s.DownKbit, s.UpKbit)
 	return nil
 }
+
+// validateStep is the first cut tried per direction when both loaded miss
+// the target, and minValidate the lowest common factor tried.
+const (
+	validateStep = 0.8
+	minValidate  = 0.4
+)
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
