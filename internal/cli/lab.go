@@ -76,7 +76,7 @@ Example:
 			fs.Int("shape-overhead", -1, "shaping: overhead `bytes` (default: the emulated link's)")
 			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
 			fs.String("eqdisc-opts", "", "shaping: extra egress qdisc options (tc syntax)")
-			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg")
+			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg (with --tune: PREFIX-tune.svg, the trade-off curve)")
 			fs.Bool("ecn", false, "client and server ask for ECN on their TCP connections (net.ipv4.tcp_ecn=1; default: Linux's 2, accept only)")
 			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
 			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
@@ -269,8 +269,12 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("lab --vm: the lab inside the VM left no result: %w", err)
 	}
-	if plot != "" && fs.Lookup("tune").Value.String() != "true" {
-		for _, s := range []string{"-before.svg", "-after.svg"} {
+	if plot != "" {
+		plots := []string{"-before.svg", "-after.svg"}
+		if fs.Lookup("tune").Value.String() == "true" {
+			plots = []string{"-tune.svg"}
+		}
+		for _, s := range plots {
 			if err := copyFile(filepath.Join(share, "plot"+s), plot+s, 0o644); err != nil {
 				return fmt.Errorf("lab --vm: fetch plot: %w", err)
 			}

@@ -5,12 +5,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"sqm/internal/lab"
+	"sqm/internal/plot"
 	"sqm/internal/report"
 	"sqm/internal/tune"
 )
@@ -29,9 +31,6 @@ func labTunePoint(fs *flag.FlagSet) time.Duration {
 
 // runLabTune is `sqm lab --tune` on this machine's kernel.
 func runLabTune(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Options) error {
-	if flagString(fs, "plot") != "" {
-		return usageError("--plot with --tune: the trade-off curve is drawn by 'sqm tune --plot'; the JSON holds every point")
-	}
 	target := fs.Lookup("target").Value.(flag.Getter).Get().(float64)
 	to := tune.Options{TargetMs: target}
 	if _, err := to.Target(); err != nil {
@@ -48,6 +47,18 @@ func runLabTune(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Option
 	rep, err := lab.Tune(ctx, opts, to, 1)
 	if err != nil {
 		return err
+	}
+	if p := flagString(fs, "plot"); p != "" {
+		f, err := os.Create(p + "-tune.svg")
+		if err != nil {
+			return fmt.Errorf("lab: plot: %w", err)
+		}
+		l := rep.Link
+		title := fmt.Sprintf("sqm lab --tune | %s/%s %s+%d, %v, %d-packet FIFO", lab.FormatRate(l.DownBits), lab.FormatRate(l.UpBits), l.LinkLayer, l.Overhead, l.RTT, l.Buffer)
+		if err := errors.Join(plot.WriteTradeoff(f, p+"-tune.svg", tune.Tradeoff(rep.Tune, title)), f.Close()); err != nil {
+			return fmt.Errorf("lab: plot: %w", err)
+		}
+		opts.Progress("wrote " + p + "-tune.svg")
 	}
 	out := env.Stdout
 	if f := env.Getenv(labResultEnv); f != "" {

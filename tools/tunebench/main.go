@@ -13,8 +13,9 @@
 //   - tune itself done in 5 minutes.
 //
 // It is a bench (make bench-tune), not a test: a run takes 7 to 10 minutes
-// of VM time per link. The JSON of every run is kept in -out, and the
-// table printed is the one for the notes.
+// of VM time per link. The JSON of every run is kept in -out with its
+// trade-off curve (NAME-tune.svg), and the table printed is the one for
+// the notes.
 //
 //	go run ./tools/tunebench [-sqm bin/sqm] [-out DIR] [-links REGEX] [-duration 5s] [-judge]
 //
@@ -23,6 +24,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,7 +37,9 @@ import (
 	"time"
 
 	"sqm/internal/lab"
+	"sqm/internal/plot"
 	"sqm/internal/stats"
+	"sqm/internal/tune"
 )
 
 // link is one emulated line, as `sqm lab` flags.
@@ -168,6 +172,9 @@ func judgeRun(l link, path string) (row, error) {
 		return row{}, fmt.Errorf("%s: tune, oracle or after missing", path)
 	}
 	t, o, a := rep.Tune, rep.Oracle, rep.After
+	if err := drawCurve(strings.TrimSuffix(path, ".json")+"-tune.svg", l, rep.Tune); err != nil {
+		return row{}, err
+	}
 	r := row{l: l, tuneD: t.AloneDownKbit, tuneU: t.AloneUpKbit, oracleD: o.DownloadKbit, oracleU: o.UploadKbit,
 		finalD: t.DownloadKbit, finalU: t.UploadKbit, target: t.TargetMs, linklayer: t.Linklayer, overhead: t.Overhead,
 		source: t.LinklayerSource, tuneSeconds: t.Seconds, points: len(t.Points), oraclePoints: len(o.Points)}
@@ -213,6 +220,15 @@ func judgeRun(l link, path string) (row, error) {
 		fail("tune took %.0f s", t.Seconds)
 	}
 	return r, nil
+}
+
+func drawCurve(path string, l link, t *tune.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("sqm lab --tune | %s/%s %s+%d, %s, %d-packet FIFO", l.down, l.up, l.linklayer, l.overhead, l.rtt, l.buffer)
+	return errors.Join(plot.WriteTradeoff(f, path, tune.Tradeoff(t, title)), f.Close())
 }
 
 func pct(got, want int) float64 {
