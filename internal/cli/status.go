@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,12 +75,13 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 			}
 			store := &service.Store{Dir: stateDir(env, fs)}
 			states, serr := store.All()
+			intr, ierr := store.Interrupted()
 			conn, err := kernel.Open()
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			rep := statusReport(conn, states, args, time.Now())
+			rep := statusReport(conn, states, intr, args, time.Now())
 			if flagBool(fs, "json") {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
@@ -89,7 +91,7 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 			} else {
 				printStatus(env.Stdout, rep, store.Dir, time.Now())
 			}
-			return errors.Join(serr, rep.err())
+			return errors.Join(serr, ierr, rep.err())
 		},
 	}
 }
@@ -98,9 +100,12 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 type statusEntry struct {
 	Device string `json:"device"`
 	// Of is the interface whose ingress this IFB shapes.
-	Of     string               `json:"ifb_of,omitempty"`
-	State  *service.State       `json:"state,omitempty"`
-	Kernel *kernel.DeviceStatus `json:"kernel,omitempty"`
+	Of    string         `json:"ifb_of,omitempty"`
+	State *service.State `json:"state,omitempty"`
+	// Interrupted is an apply killed before it saved a state: the kernel
+	// may hold half of sqm's tree, which nothing else describes.
+	Interrupted *service.Interrupted `json:"interrupted,omitempty"`
+	Kernel      *kernel.DeviceStatus `json:"kernel,omitempty"`
 	// Drift is how the kernel's tree differs from the applied plan; empty
 	// when it matches (or there is no state to compare with).
 	Drift string `json:"drift,omitempty"`
@@ -128,18 +133,26 @@ type statusKernel interface {
 	Matches(p *plan.Plan) (ok bool, diff string, err error)
 }
 
-func statusReport(k statusKernel, states []*service.State, ifaces []string, now time.Time) *statusOutput {
+func statusReport(k statusKernel, states []*service.State, intr map[string]service.Interrupted, ifaces []string, now time.Time) *statusOutput {
 	byIface := map[string]*service.State{}
 	for _, st := range states {
 		byIface[st.Interface] = st
 	}
 	if len(ifaces) == 0 {
 		ifaces = service.Interfaces(states)
+		for i := range intr {
+			ifaces = append(ifaces, i)
+		}
+		slices.Sort(ifaces)
 	}
 	out := &statusOutput{Devices: []statusEntry{}}
 	for _, i := range ifaces {
 		st := byIface[i]
-		out.Devices = append(out.Devices, deviceEntry(k, i, "", st))
+		e := deviceEntry(k, i, "", st)
+		if p, ok := intr[i]; ok {
+			e.Interrupted = &p
+		}
+		out.Devices = append(out.Devices, e)
 		if st != nil && st.Owned.IFB != "" {
 			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil))
 		}
@@ -203,6 +216,10 @@ func deviceHeadline(e statusEntry, now time.Time) string {
 		return "IFB shaping the ingress of " + e.Of
 	}
 	st := e.State
+	if p := e.Interrupted; p != nil && st == nil {
+		return fmt.Sprintf("an sqm apply (pid %d, started %s) was interrupted here; the kernel may hold half its tree: 'sqm start' finishes it, 'sqm stop' removes it",
+			p.PID, p.Started.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
 	if st == nil {
 		return "not shaped by sqm"
 	}

@@ -115,7 +115,7 @@ func TestStatusGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := statusReport(k, states, tt.ifaces, now)
+			rep := statusReport(k, states, nil, tt.ifaces, now)
 			var b bytes.Buffer
 			printStatus(&b, rep, "/run/sqm", now)
 			if err := rep.err(); (err != nil) != tt.err {
@@ -137,12 +137,36 @@ func TestStatusGolden(t *testing.T) {
 		})
 	}
 	var b bytes.Buffer
-	printStatus(&b, statusReport(k, nil, nil, now), "/run/sqm", now)
+	printStatus(&b, statusReport(k, nil, nil, nil, now), "/run/sqm", now)
 	if got := b.String(); got != "sqm is not shaping any interface (no state in /run/sqm)\n" {
 		t.Errorf("no state: %q", got)
 	}
 	if !errors.Is(fmt.Errorf("x: %w", kernel.ErrNoLink), kernel.ErrNoLink) {
 		t.Fatal("errors.Is broken")
+	}
+}
+
+// An interrupted first apply (a pending record, no state) is listed with
+// what to do about it, in text and JSON.
+func TestStatusInterrupted(t *testing.T) {
+	k, states, now := statusFixture()
+	intr := map[string]service.Interrupted{"eth2": {PID: 77, Started: now.Add(-time.Minute), Source: "/etc/config/sqm", IFB: "ifb4eth2"}}
+	rep := statusReport(k, states, intr, nil, now)
+	var devs []string
+	for _, d := range rep.Devices {
+		devs = append(devs, d.Device)
+	}
+	if got := strings.Join(devs, " "); got != "eth1 ifb4eth1 eth2 ppp0" {
+		t.Errorf("devices %q; want the interrupted eth2 among the shaped ones", got)
+	}
+	var b bytes.Buffer
+	printStatus(&b, rep, "/run/sqm", now)
+	if !strings.Contains(b.String(), "eth2: an sqm apply (pid 77, started 2026-11-29 23:44:04 UTC) was interrupted here") || !strings.Contains(b.String(), "'sqm stop' removes it") {
+		t.Errorf("text does not tell of the interrupted apply:\n%s", b.String())
+	}
+	j, err := json.Marshal(statusJSON(rep, "/run/sqm"))
+	if err != nil || !strings.Contains(string(j), `"interrupted":{"pid":77,`) {
+		t.Errorf("JSON (err %v) lacks the interrupted apply: %s", err, j)
 	}
 }
 
@@ -182,7 +206,7 @@ func golden(t *testing.T, name string, got []byte) {
 // plan both in State.Plan and State.Owned.Plan.)
 func TestStatusJSON(t *testing.T) {
 	k, states, now := statusFixture()
-	rep := statusReport(k, states, append(service.Interfaces(states), "eth2"), now)
+	rep := statusReport(k, states, nil, append(service.Interfaces(states), "eth2"), now)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
@@ -252,7 +276,7 @@ func TestStatusHelpExample(t *testing.T) {
 	st := &service.State{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3",
 		AppliedAt: applied, Queue: wan}
 	var b bytes.Buffer
-	printStatus(&b, statusReport(matchingStatus{k}, []*service.State{st}, []string{"eth1"}, applied), "/run/sqm", applied.Add(5*time.Minute+3*time.Second))
+	printStatus(&b, statusReport(matchingStatus{k}, []*service.State{st}, nil, []string{"eth1"}, applied), "/run/sqm", applied.Add(5*time.Minute+3*time.Second))
 	got := strings.Split(b.String(), "\n")
 	if len(got) < len(example) {
 		t.Fatalf("output shorter than the example:\n%s", b.String())

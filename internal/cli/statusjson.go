@@ -8,6 +8,7 @@ import (
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/service"
 	"sqm/internal/units"
 )
 
@@ -35,6 +36,8 @@ type statusDev struct {
 	// Shaping is what sqm applied; absent when sqm does not shape the
 	// device (and on IFB entries, which belong to their interface's).
 	Shaping *statusShaping `json:"shaping,omitempty"`
+	// Interrupted is an apply killed before it saved a state.
+	Interrupted *service.Interrupted `json:"interrupted,omitempty"`
 	// TreeMatches says whether the kernel still holds the applied tree;
 	// Drift says how it differs. Both absent when there is nothing to
 	// compare (no state, or the device is missing).
@@ -115,7 +118,7 @@ func optionsJSON(q *config.Queue) statusOptions {
 func statusJSON(rep *statusOutput, dir string) statusDoc {
 	doc := statusDoc{Schema: statusSchema, StateDir: dir, Devices: []statusDev{}}
 	for _, e := range rep.Devices {
-		d := statusDev{Device: e.Device, IFBOf: e.Of, Kernel: e.Kernel, Error: e.Error, Drift: e.Drift}
+		d := statusDev{Device: e.Device, IFBOf: e.Of, Kernel: e.Kernel, Error: e.Error, Drift: e.Drift, Interrupted: e.Interrupted}
 		if st := e.State; st != nil {
 			d.Shaping = &statusShaping{
 				Section: st.Section, Source: st.Source, SectionPos: st.SectionPos,

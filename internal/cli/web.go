@@ -153,7 +153,9 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 
 func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
 	states, serr := d.Svc.Store.All()
-	rep := statusReport(conn, states, nil, time.Now())
+	intr, ierr := d.Svc.Store.Interrupted()
+	serr = errors.Join(serr, ierr)
+	rep := statusReport(conn, states, intr, nil, time.Now())
 	page := &webStatusDoc{statusDoc: statusJSON(rep, d.Svc.Store.Dir), Links: map[string]webLink{}, Last: map[string]string{}}
 	for _, dev := range page.Devices {
 		l := webLink{}

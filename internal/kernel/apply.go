@@ -87,6 +87,17 @@ func prevWantsCleanup(p *plan.Plan, prev *Owned) bool {
 	return (prev.EgressRoot && p.Egress == nil) || (prev.Ingress && p.Ingress == nil) || (prev.IFB != "" && prev.IFB != ifb)
 }
 
+// Interrupted is what Remove may take away after an apply of p was killed
+// before any state recorded it: p's root and ingress qdiscs by handle and
+// kind alone (a half-built tree matches no plan, so Plan is left out) and
+// ifb, the IFB the apply claimed as its own ("" if it found one and reused
+// it: that one is not sqm's to delete).
+func Interrupted(p *plan.Plan, ifb string) Owned {
+	o := ownedFor(p, 0, nil)
+	o.Plan, o.IFB = nil, ifb
+	return o
+}
+
 func ownedFor(p *plan.Plan, ifindex int, prev *Owned) Owned {
 	o := Owned{Interface: p.Interface, Ifindex: ifindex, Plan: p}
 	if p.Egress != nil && len(p.Egress.Qdiscs) > 0 {

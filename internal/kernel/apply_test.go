@@ -158,3 +158,21 @@ func TestApplyNoLink(t *testing.T) {
 		t.Errorf("LinkMTU(wan0) = %d, %v; want 1500", mtu, err)
 	}
 }
+
+// Interrupted names a killed first apply's qdiscs by handle only and the
+// IFB only if the apply claimed it.
+func TestInterrupted(t *testing.T) {
+	p := build(t, queue("simple", "fq_codel"))
+	o := Interrupted(p, "ifb4wan0")
+	if o.Interface != "wan0" || !o.EgressRoot || o.EgressHandle != plan.MakeHandle(1, 0) || !o.Ingress || o.IFB != "ifb4wan0" || o.Plan != nil || o.IFBIndex != 0 || o.Ifindex != 0 {
+		t.Errorf("Interrupted = %+v", o)
+	}
+	if o := Interrupted(p, ""); o.IFB != "" {
+		t.Errorf("an IFB the apply did not claim is named: %q", o.IFB)
+	}
+	q := queue("simplest", "fq_codel")
+	q.Download = 0
+	if o := Interrupted(build(t, q), ""); o.Ingress {
+		t.Errorf("egress-only plan: %+v names an ingress qdisc", o)
+	}
+}

@@ -25,7 +25,8 @@ type fakeKernel struct {
 	applies   map[string]int
 	forced    map[string]int
 	removes   map[string]int
-	matches   map[string]int // Matches calls: how often a tree was compared
+	removed   map[string]Owned // the last Owned Remove was given, per interface
+	matches   map[string]int   // Matches calls: how often a tree was compared
 	failApply map[string]error
 	// prevPlans and prevIFBs are the previous plan and IFB Apply was
 	// handed last, per interface.
@@ -41,7 +42,7 @@ type fakeKernel struct {
 
 func newFake(links ...string) *fakeKernel {
 	k := &fakeKernel{links: map[string]int{}, trees: map[string]string{}, ifbs: map[string]bool{},
-		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, matches: map[string]int{}, failApply: map[string]error{},
+		applies: map[string]int{}, forced: map[string]int{}, removes: map[string]int{}, removed: map[string]Owned{}, matches: map[string]int{}, failApply: map[string]error{},
 		prevPlans: map[string]*plan.Plan{}, prevIFBs: map[string]string{}}
 	for _, l := range links {
 		k.links[l] = 1500
@@ -109,6 +110,7 @@ func (k *fakeKernel) Remove(o *Owned) error {
 	delete(k.trees, o.Interface)
 	delete(k.ifbs, o.IFB)
 	k.removes[o.Interface]++
+	k.removed[o.Interface] = *o
 	return nil
 }
 

@@ -18,7 +18,9 @@ import (
 // pending marker says the IFB is sqm's. The next start must take the IFB
 // as its own, so that stop removes it: otherwise it is left behind, and
 // every later change to the section is refused ("ifb exists but sqm did
-// not create it"), as TestVMKillDaemonMidApply once met in CI.
+// not create it"), as TestVMKillDaemonMidApply once met in CI. Every second
+// landed kill is followed by `sqm stop` instead, which must remove the half
+// tree and the IFB from the pending record alone.
 //
 // Where the kill lands is a race; the test repeats until enough kills
 // landed in the window and checks recovery after every one of them.
@@ -33,7 +35,7 @@ func TestHostKillAfterIFBCreated(t *testing.T) {
 		r.ns.Do(func() { _, err := net.InterfaceByName("ifb4sq0"); ok = err == nil })
 		return ok
 	}
-	const want, attempts = 3, 60
+	const want, attempts = 4, 80
 	landed, tried := 0, 0
 	for ; tried < attempts && landed < want; tried++ {
 		i := tried
@@ -63,6 +65,22 @@ func TestHostKillAfterIFBCreated(t *testing.T) {
 			continue
 		}
 		landed++
+		if landed%2 == 0 {
+			// Stop without a start between: it must remove what the
+			// killed first start left, which only its pending record
+			// describes.
+			out := r.mustRun("stop")
+			if !strings.Contains(out, "sq0: removed") {
+				t.Fatalf("attempt %d: stop after the kill: %s", i, out)
+			}
+			if q := r.ns.sh(t, "tc qdisc show dev sq0"); strings.Contains(q, "ingress") || strings.Contains(q, " 1: ") || ifbExists() {
+				t.Fatalf("attempt %d: left after stop: qdiscs\n%s\nifbs:\n%s", i, q, r.ns.sh(t, "ip -o link show type ifb"))
+			}
+			if _, err := os.Stat(pendingFile); err == nil {
+				t.Fatalf("attempt %d: pending record left after stop", i)
+			}
+			continue
+		}
 		out := r.mustRun("start")
 		if !strings.Contains(out, "sq0: applied") {
 			t.Fatalf("attempt %d: start after the kill: %s", i, out)

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -301,7 +303,7 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 		if err != nil {
 			return outs, fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
 		}
-		if err := s.Store.markPending(iface, t.planJSON, s.now().UTC(), claim); err != nil {
+		if err := s.Store.markPending(iface, t.Source, t.planJSON, s.now().UTC(), claim); err != nil {
 			return outs, err
 		}
 		var prevOwned *Owned
@@ -421,16 +423,19 @@ type StopOptions struct {
 	Source string   // only state from this config file (or SourceCLI); empty: any
 }
 
-// Stop removes exactly what the state says sqm installed and forgets it.
-// Stopping an interface sqm does not shape is not an error: stop is
-// idempotent.
+// Stop removes exactly what the state says sqm installed and forgets it,
+// and what a first apply killed before it saved a state left (its pending
+// record names the plan and the IFB it claimed). Stopping an interface sqm
+// does not shape is not an error: stop is idempotent.
 func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
 	states, lerr := s.Store.All()
+	orphans, oerr := s.Store.orphans()
 	byIface := map[string]*State{}
 	for _, st := range states {
 		byIface[st.Interface] = st
 	}
 	var sel []*State
+	var selOrphans []*pending
 	var outs []Outcome
 	if len(o.Ifaces) > 0 {
 		for _, i := range o.Ifaces {
@@ -438,11 +443,14 @@ func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
 				return nil, err
 			}
 			st := byIface[i]
-			if st == nil {
+			switch {
+			case st != nil:
+				sel = append(sel, st)
+			case orphans[i] != nil:
+				selOrphans = append(selOrphans, orphans[i])
+			default:
 				outs = append(outs, Outcome{Interface: i, Action: ActNotShaped, Detail: "no state in " + s.Store.Dir})
-				continue
 			}
-			sel = append(sel, st)
 		}
 	} else {
 		for _, st := range states {
@@ -450,10 +458,19 @@ func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
 				sel = append(sel, st)
 			}
 		}
+		for _, i := range slices.Sorted(maps.Keys(orphans)) {
+			if p := orphans[i]; o.Source == "" || p.Source == o.Source {
+				selOrphans = append(selOrphans, p)
+			}
+		}
 	}
-	var errs []error
-	if lerr != nil {
-		errs = append(errs, lerr)
+	errs := []error{lerr, oerr}
+	for _, p := range selOrphans {
+		if err := s.removeInterrupted(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		outs = append(outs, Outcome{p.Interface, "", ActRemoved, "what an interrupted apply left"})
 	}
 	for _, st := range sel {
 		if err := s.remove(st); err != nil {
@@ -463,6 +480,24 @@ func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
 		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, ""})
 	}
 	return outs, errors.Join(errs...)
+}
+
+// removeInterrupted removes what an apply killed before it saved a state
+// may have built: the planned root and ingress qdiscs, and the IFB it
+// claimed (see kernel.Interrupted).
+func (s *Service) removeInterrupted(p *pending) error {
+	var pl plan.Plan
+	if err := json.Unmarshal(p.Plan, &pl); err != nil || pl.Interface != p.Interface {
+		return fmt.Errorf("stop %s: %s records an interrupted apply but not its plan (%v): check 'tc qdisc show dev %s', remove what sqm left there by hand, then delete the file",
+			p.Interface, s.Store.pendingPath(p.Interface), err, p.Interface)
+	}
+	o := kernel.Interrupted(&pl, p.IFB)
+	if err := s.Kernel.Remove(&o); err != nil {
+		return fmt.Errorf("stop %s (interrupted apply): %w", p.Interface, err)
+	}
+	s.Store.clearPending(p.Interface)
+	s.log().Info("removed what an interrupted apply left", "interface", p.Interface, "pid", p.PID, "started", p.Started.Format(time.RFC3339))
+	return nil
 }
 
 func (s *Service) remove(st *State) error {

@@ -311,7 +311,7 @@ func TestInterruptedApplyForces(t *testing.T) {
 	q := queue("wan", "eth0", 20000, 5000)
 	// An sqm died after marking and after half-building: the kernel has
 	// something (its IFB too), no state describes it.
-	if err := s.Store.markPending("eth0", []byte(`{}`), time.Now(), "ifb4eth0"); err != nil {
+	if err := s.Store.markPending("eth0", "", []byte(`{}`), time.Now(), "ifb4eth0"); err != nil {
 		t.Fatal(err)
 	}
 	k.trees["eth0"] = "half a tree"
@@ -341,6 +341,58 @@ func TestInterruptedApplyForces(t *testing.T) {
 	}
 	if _, err := s2.Start([]config.Queue{q}, "x", PrepareOptions{}, true); err != nil {
 		t.Errorf("--force: %v", err)
+	}
+}
+
+// TestStopInterruptedFirstApply: a first apply killed before it saved a
+// state leaves only its pending record. Stop removes what that record
+// proves sqm was building (the planned qdiscs by handle, the IFB it
+// claimed) and forgets the record; a stop for another config file leaves
+// it; a record without a readable plan is reported, not guessed at.
+func TestStopInterruptedFirstApply(t *testing.T) {
+	k := newFake("eth0")
+	s, _ := newService(t, k)
+	if _, err := s.Start([]config.Queue{queue("wan", "eth0", 20000, 5000)}, "/etc/config/sqm", PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Store.Load("eth0")
+	kill := func(planJSON []byte) {
+		t.Helper()
+		if err := s.Store.Delete("eth0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Store.markPending("eth0", "/etc/config/sqm", planJSON, time.Now(), "ifb4eth0"); err != nil {
+			t.Fatal(err)
+		}
+		k.trees["eth0"], k.ifbs["ifb4eth0"] = "half a tree", true
+	}
+	kill(st.Plan)
+	if outs, err := s.Stop(StopOptions{Source: "/etc/config/other"}); err != nil || len(outs) != 0 || k.count(k.removes, "eth0") != 0 {
+		t.Fatalf("stop for another file: outcomes %q, err %v, removes %d; want nothing touched", actions(outs), err, k.count(k.removes, "eth0"))
+	}
+	outs, err := s.Stop(StopOptions{})
+	if err != nil || actions(outs) != "eth0=removed" {
+		t.Fatalf("outcomes %q, err %v; want eth0 removed", actions(outs), err)
+	}
+	o := k.removed["eth0"]
+	if !o.Ingress || o.IFB != "ifb4eth0" || o.Plan != nil {
+		t.Errorf("removed %+v; want the planned ingress, the claimed IFB, no plan to match (kernel.Interrupted)", o)
+	}
+	if k.trees["eth0"] != "" || k.ifbs["ifb4eth0"] || s.Store.interrupted("eth0") != nil {
+		t.Error("tree, IFB or pending record left after stop")
+	}
+	// Named explicitly, the same.
+	kill(st.Plan)
+	if outs, err := s.Stop(StopOptions{Ifaces: []string{"eth0"}}); err != nil || actions(outs) != "eth0=removed" {
+		t.Errorf("stop eth0: outcomes %q, err %v", actions(outs), err)
+	}
+	// A record whose plan cannot be read: said, with the file to check.
+	kill([]byte(`{"interface": 5}`))
+	if _, err := s.Stop(StopOptions{}); err == nil || !strings.Contains(err.Error(), "eth0.pending.json") {
+		t.Errorf("err = %v; want one naming the pending record", err)
+	}
+	if s.Store.interrupted("eth0") == nil {
+		t.Error("unreadable record deleted")
 	}
 }
 

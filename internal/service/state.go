@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"sqm/internal/config"
@@ -53,6 +54,7 @@ type pending struct {
 	Interface string          `json:"interface"`
 	PID       int             `json:"pid"`
 	Started   time.Time       `json:"started"`
+	Source    string          `json:"source,omitempty"`
 	Plan      json.RawMessage `json:"plan"`
 	// IFB is an IFB this apply may create (or an interrupted one left)
 	// that no state records: the next apply takes it as sqm's, so stop
@@ -181,8 +183,54 @@ func (s *Store) Delete(iface string) error {
 	return nil
 }
 
-func (s *Store) markPending(iface string, p json.RawMessage, now time.Time, ifb string) error {
-	return s.writeJSON(s.pendingPath(iface), &pending{Interface: iface, PID: os.Getpid(), Started: now, Plan: p, IFB: ifb})
+func (s *Store) markPending(iface, source string, p json.RawMessage, now time.Time, ifb string) error {
+	return s.writeJSON(s.pendingPath(iface), &pending{Interface: iface, PID: os.Getpid(), Started: now, Source: source, Plan: p, IFB: ifb})
+}
+
+// Interrupted is an apply that never finished on an interface no state
+// describes, as `sqm status` shows it.
+type Interrupted struct {
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Source  string    `json:"source,omitempty"`
+	IFB     string    `json:"ifb,omitempty"` // the IFB it claimed
+}
+
+// Interrupted lists the interrupted first applies by interface: what they
+// built is in the kernel with no state; `sqm start` finishes it, `sqm
+// stop` removes it.
+func (s *Store) Interrupted() (map[string]Interrupted, error) {
+	ps, err := s.orphans()
+	out := map[string]Interrupted{}
+	for i, p := range ps {
+		out[i] = Interrupted{PID: p.PID, Started: p.Started, Source: p.Source, IFB: p.IFB}
+	}
+	return out, err
+}
+
+// orphans are the records of interrupted applies on interfaces that no
+// state describes: a first apply killed before it saved one. What such an
+// apply built, nothing else records.
+func (s *Store) orphans() (map[string]*pending, error) {
+	names, err := filepath.Glob(filepath.Join(s.Dir, "*.pending.json"))
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", s.Dir, err)
+	}
+	out := map[string]*pending{}
+	for _, n := range names {
+		iface := strings.TrimSuffix(filepath.Base(n), ".pending.json")
+		if checkIfaceName(iface) != nil {
+			continue
+		}
+		if _, err := os.Stat(s.statePath(iface)); err == nil {
+			continue
+		}
+		if p := s.interrupted(iface); p != nil {
+			p.Interface = iface
+			out[iface] = p
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) clearPending(iface string) {
