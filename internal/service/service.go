@@ -326,7 +326,13 @@ func (s *Service) apply(ts []Target, force, rebuild bool) ([]Outcome, error) {
 		}
 		res, err := s.Kernel.Apply(t.Plan, prevOwned, ApplyOptions{Force: force || intr != nil, Rebuild: rebuild})
 		if err != nil {
-			s.Store.clearPending(iface)
+			// The kernel undid what this apply built. What an earlier,
+			// interrupted apply left is still there, so its record stays
+			// (the next start or stop deals with it, the IFB it claimed
+			// included); otherwise the record has served.
+			if intr == nil {
+				s.Store.clearPending(iface)
+			}
 			err = fmt.Errorf("apply queue %q on %s: %w", t.Queue.Name, iface, err)
 			if s.Independent {
 				failed = append(failed, err)

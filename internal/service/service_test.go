@@ -332,6 +332,24 @@ func TestInterruptedApplyForces(t *testing.T) {
 	if s.Store.interrupted("eth0") != nil {
 		t.Error("pending marker left after a successful apply")
 	}
+	// A recovery that fails keeps the record of what the interrupted
+	// apply left, IFB claim included, for the next start or stop.
+	k3 := newFake("eth0")
+	s3, _ := newService(t, k3)
+	if err := s3.Store.markPending("eth0", "", []byte(`{}`), time.Now(), "ifb4eth0"); err != nil {
+		t.Fatal(err)
+	}
+	k3.trees["eth0"], k3.ifbs["ifb4eth0"] = "half a tree", true
+	k3.failApply["eth0"] = errors.New("kernel says no")
+	if _, err := s3.Start([]config.Queue{q}, "x", PrepareOptions{}, false); err == nil {
+		t.Fatal("failing recovery reported success")
+	}
+	if p := s3.Store.interrupted("eth0"); p == nil || p.IFB != "ifb4eth0" {
+		t.Fatalf("record after a failed recovery: %+v; want it kept with the IFB claim", p)
+	}
+	if outs, err := s3.Stop(StopOptions{}); err != nil || actions(outs) != "eth0=removed" || k3.ifbs["ifb4eth0"] {
+		t.Errorf("stop after a failed recovery: %q, %v, IFB left %v", actions(outs), err, k3.ifbs["ifb4eth0"])
+	}
 	// Without a marker, a foreign tree is refused unless forced.
 	k2 := newFake("eth0")
 	s2, _ := newService(t, k2)
