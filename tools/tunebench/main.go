@@ -14,8 +14,8 @@
 //
 // It is a bench (make bench-tune), not a test: a run takes 7 to 10 minutes
 // of VM time per link. The JSON of every run is kept in -out with its
-// trade-off curve (NAME-tune.svg), and the table printed is the one for
-// the notes.
+// trade-off curve (NAME-tune.svg) and tune's table (NAME-tune.txt), and
+// the table printed is the one for the notes.
 //
 //	go run ./tools/tunebench [-sqm bin/sqm] [-out DIR] [-links REGEX] [-duration 5s] [-judge]
 //
@@ -184,6 +184,13 @@ func judgeRun(l link, path string) (row, error) {
 	}
 	t, o, a := rep.Tune, rep.Oracle, rep.After
 	if err := drawCurve(strings.TrimSuffix(path, ".json")+"-tune.svg", l, rep.Tune); err != nil {
+		return row{}, err
+	}
+	var tb strings.Builder
+	if err := tune.WriteTable(&tb, rep.Tune); err != nil {
+		return row{}, err
+	}
+	if err := os.WriteFile(strings.TrimSuffix(path, ".json")+"-tune.txt", []byte(tb.String()), 0o644); err != nil {
 		return row{}, err
 	}
 	r := row{l: l, tuneD: t.AloneDownKbit, tuneU: t.AloneUpKbit, oracleD: o.DownloadKbit, oracleU: o.UploadKbit,
