@@ -380,8 +380,7 @@ var openTuneLink = func(env *Env, fs *flag.FlagSet, o tuneLinkOptions) (tuneLink
 		s.close()
 		return nil, err
 	}
-	return &realTuneLink{s: s, env: env, q: o.q, prev: prev, bo: o.bo, point: o.point, idle: o.idle, warmup: o.warmup,
-		probe: o.probe, quiet: o.quiet, settle: 2 * time.Second}, nil
+	return &realTuneLink{tuneLinkOptions: o, s: s, env: env, prev: prev, settle: 2 * time.Second}, nil
 }
 
 // realTuneLink shapes through the service (so state and `sqm status` stay
@@ -389,16 +388,11 @@ var openTuneLink = func(env *Env, fs *flag.FlagSet, o tuneLinkOptions) (tuneLink
 // state lock for the whole run: nothing else should change the shaping
 // under a sweep.
 type realTuneLink struct {
-	s           *session
-	env         *Env
-	q           config.Queue   // with the framing tune chose, once it has
-	prev        *service.State // nil: the interface was not shaped
-	bo          bloat.Options
-	point, idle time.Duration
-	warmup      time.Duration
-	probe       linklayer.ProbeOptions
-	quiet       bool
-	settle      time.Duration
+	tuneLinkOptions // q gets the framing tune chose, once it has
+	s               *session
+	env             *Env
+	prev            *service.State // nil: the interface was not shaped
+	settle          time.Duration
 }
 
 func (l *realTuneLink) DetectLinkLayer(ctx context.Context) (linklayer.Result, error) {
