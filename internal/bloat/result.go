@@ -170,38 +170,20 @@ type Progress struct {
 	LatencyMs    float64 // last answered probe; 0 before the first
 }
 
-// SplitLoaded summarises the loaded phases' probes in two parts: those
-// sent in the first warmup of each phase (the start burst) and the rest
-// (the steady load). A load's start is its own event: TCP slow start
-// overshoots any shaper that sits behind the bottleneck (ingress through
-// an IFB), and the queue that builds in the modem meanwhile takes a second
-// or more to drain; a few-second measurement that pools it with the steady
-// part measures mostly the burst, where a minute-long one (flent's RRUL,
-// seed 004's runs) hardly sees it.
-func (r *Result) SplitLoaded(warmup time.Duration) (start, steady stats.Summary) {
-	var a, b []float64
-	var sentA, sentB int
-	w := warmup.Seconds()
+// LoadedSamples are the probes of the loaded phases, each timed from the
+// start of its phase: what a caller needs to tell the start of a load
+// from its steady part (internal/tune does).
+func (r *Result) LoadedSamples() []stats.Timed {
+	var out []stats.Timed
 	for _, p := range r.Phases {
 		if p.Name != "load" && p.Name != "download" && p.Name != "upload" {
 			continue
 		}
 		for _, s := range r.Samples {
-			if s.TS < p.StartS || s.TS >= p.EndS {
-				continue
-			}
-			if s.TS < p.StartS+w {
-				sentA++
-				if !s.Lost {
-					a = append(a, s.RTTMs)
-				}
-			} else {
-				sentB++
-				if !s.Lost {
-					b = append(b, s.RTTMs)
-				}
+			if s.TS >= p.StartS && s.TS < p.EndS {
+				out = append(out, stats.Timed{T: time.Duration((s.TS - p.StartS) * float64(time.Second)), RTTMs: s.RTTMs, Lost: s.Lost})
 			}
 		}
 	}
-	return stats.Summarize(a, sentA), stats.Summarize(b, sentB)
+	return out
 }

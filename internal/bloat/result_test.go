@@ -3,11 +3,13 @@ package bloat
 import (
 	"testing"
 	"time"
+
+	"sqm/internal/stats"
 )
 
-// SplitLoaded takes each load phase's first warmup apart, leaves idle
-// phases out, and counts lost probes as sent.
-func TestSplitLoaded(t *testing.T) {
+// LoadedSamples keeps the load phases' probes, timed from their phase's
+// start, lost ones included, and leaves the idle phases out.
+func TestLoadedSamples(t *testing.T) {
 	r := &Result{
 		Phases: []Phase{
 			{Name: "idle-before", StartS: 0, EndS: 2},
@@ -15,28 +17,22 @@ func TestSplitLoaded(t *testing.T) {
 			{Name: "upload", StartS: 7, EndS: 12},
 			{Name: "idle-after", StartS: 12, EndS: 14},
 		},
+		Samples: []Sample{
+			{TS: 1, RTTMs: 5},
+			{TS: 2.5, RTTMs: 200},
+			{TS: 6.9, RTTMs: 30},
+			{TS: 7.5, Lost: true},
+			{TS: 12.5, RTTMs: 1000},
+		},
 	}
-	add := func(ts, rtt float64, lost bool) {
-		r.Samples = append(r.Samples, Sample{TS: ts, RTTMs: rtt, Lost: lost})
+	got := r.LoadedSamples()
+	want := []stats.Timed{{T: 500 * time.Millisecond, RTTMs: 200}, {T: 4900 * time.Millisecond, RTTMs: 30}, {T: 500 * time.Millisecond, Lost: true}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	add(1, 5, false)       // idle: neither
-	add(2.0, 200, false)   // download start
-	add(3.9, 150, false)   // download start
-	add(4.0, 20, false)    // download steady
-	add(6.9, 30, false)    // download steady
-	add(7.5, 100, false)   // upload start
-	add(8.0, 0, true)      // upload start, lost
-	add(10, 40, false)     // upload steady
-	add(12.5, 1000, false) // idle-after: neither
-	start, steady := r.SplitLoaded(2 * time.Second)
-	if start.Count != 3 || start.Sent != 4 || start.MaxMs != 200 || start.MinMs != 100 {
-		t.Errorf("start %+v: want 3 answered of 4 sent, 100..200 ms", start)
-	}
-	if steady.Count != 3 || steady.Sent != 3 || steady.MaxMs != 40 || steady.MinMs != 20 {
-		t.Errorf("steady %+v: want 3 of 3, 20..40 ms", steady)
-	}
-	// No warm-up: everything loaded is steady.
-	if start, steady := r.SplitLoaded(0); start.Sent != 0 || steady.Sent != 7 {
-		t.Errorf("warmup 0: start %d sent, steady %d; want 0 and 7", start.Sent, steady.Sent)
+	for i := range want {
+		if d := got[i].T - want[i].T; d > time.Microsecond || d < -time.Microsecond || got[i].RTTMs != want[i].RTTMs || got[i].Lost != want[i].Lost {
+			t.Errorf("sample %d: %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }

@@ -37,8 +37,8 @@ func runLabTune(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Option
 		return usageError("--target: %v", err)
 	}
 	opts.Duration = labTunePoint(fs)
-	if opts.Duration < lab.TuneWarmup+2*time.Second {
-		return usageError("--duration %v with --tune: give at least %v (each point's first %v is its start burst, judged apart)", opts.Duration, lab.TuneWarmup+2*time.Second, lab.TuneWarmup)
+	if opts.Duration < 4*time.Second {
+		return usageError("--duration %v with --tune: give at least 4s (up to half of each point is its start burst, judged apart)", opts.Duration)
 	}
 	start := time.Now()
 	opts.Progress = func(phase string) {

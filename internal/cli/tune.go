@@ -55,11 +55,12 @@ does, changing the shaping of the section's interface as it goes:
      (down to 40 %), to the highest pair that meets it.
 
 Induced latency is the 90th percentile under load minus the idle median,
-over each point's load after its first --warmup (default 2s): the start
-of a load is TCP's slow-start burst, which overshoots a download shaper
-(it sits behind the modem) into the modem's buffer for a second or two;
-in a minute-long test it hardly counts, in a few-second point it would
-decide. The table shows it apart, as "start".
+over each point's load after its start burst: TCP's slow start
+overshoots a download shaper (it sits behind the modem) into the modem's
+buffer, which takes a second or more to drain. In a minute-long test it
+hardly counts, in a few-second point it would decide. The burst ends when
+latency is back under the target (at least 1s in, at most --warmup,
+default half the point); the table shows it apart, as "start".
 Targets: --profile gaming (10 ms), balanced (30 ms, the default),
 throughput (60 ms), or --target MS. Each point loads for --duration
 (default 10s); a run takes about 25 to 35 points.
@@ -97,7 +98,7 @@ Example (seed 004's ADSL line):
 			fs.Float64Var(&target, "target", 0, "induced-latency target in `ms` (instead of --profile)")
 			units.DurationVar(fs, &point, "duration", 10*time.Second, "load time of each measured rate")
 			units.DurationVar(fs, &idle, "idle", 10*time.Second, "idle baseline length")
-			units.DurationVar(fs, &warmup, "warmup", 2*time.Second, "start of each point's load whose latency is shown apart, not judged")
+			units.DurationVar(fs, &warmup, "warmup", 0, "at most this much of each point's start is its start burst, shown apart, not judged (default: half the point)")
 			fs.BoolVar(&jsonOut, "json", false, `print the "tune" JSON object instead of the table`)
 			fs.StringVar(&plotFile, "plot", "", "also draw the trade-off curve to `file` (.svg or .png)")
 			fs.BoolVar(&write, "write", false, "write the chosen rates into the config file and apply them")
@@ -142,14 +143,14 @@ Example (seed 004's ADSL line):
 			if profile != "" && target != 0 {
 				return usageError("--profile and --target exclude each other")
 			}
-			o := tune.Options{Profile: profile, TargetMs: target}
+			o := tune.Options{Profile: profile, TargetMs: target, MaxWarmup: warmup}
 			if _, err := o.Target(); err != nil {
 				return usageError("%v", strings.TrimPrefix(err.Error(), "tune: "))
 			}
 			if point < time.Second || idle < time.Second {
 				return usageError("--duration %v / --idle %v: give at least 1s each", point, idle)
 			}
-			if warmup < 0 || point < warmup+2*time.Second {
+			if warmup < 0 || warmup > 0 && point < warmup+2*time.Second {
 				return usageError("--warmup %v with --duration %v: the point must be at least 2s longer than its warm-up", warmup, point)
 			}
 			if streams < 1 || streams > 64 {
@@ -158,7 +159,7 @@ Example (seed 004's ADSL line):
 			if v4 && v6 {
 				return usageError("-4 and -6 exclude each other")
 			}
-			lo := tuneLinkOptions{point: point, idle: idle, warmup: warmup}
+			lo := tuneLinkOptions{point: point, idle: idle}
 			if detect {
 				var err error
 				if lo.probe, err = llo.probe(); err != nil {
@@ -364,7 +365,6 @@ type tuneLinkOptions struct {
 	q           config.Queue
 	bo          bloat.Options
 	point, idle time.Duration
-	warmup      time.Duration
 	probe       linklayer.ProbeOptions // --detect's echoes (no Target: not asked for)
 	quiet       bool
 }
@@ -478,6 +478,5 @@ func (l *realTuneLink) Load(ctx context.Context, d tune.Dir) (tune.Measurement, 
 	if err != nil {
 		return tune.Measurement{}, err
 	}
-	start, steady := r.SplitLoaded(l.warmup)
-	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Latency: steady, Start: start}, nil
+	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Samples: r.LoadedSamples()}, nil
 }

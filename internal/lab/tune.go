@@ -79,13 +79,6 @@ func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64
 	return rep, nil
 }
 
-// TuneWarmup is the start of each tune point's load that its latency
-// leaves out (see bloat.Result.SplitLoaded): on the lab's ADSL line
-// (7616 kbit/s, 300 packets) with the download shaped at 6800-7000 kbit/s,
-// 10 s speedtests showed induced p90 of 60-150 ms in the first second,
-// 14-86 in the second and 5-23 after; a point is o.Duration long in all.
-const TuneWarmup = 2 * time.Second
-
 // TuneAfter is the least load time of the test at the chosen rates: long
 // enough that each load's start burst weighs as little in its p90 as in a
 // flent or seed-004 run (2 s of 30 is under the 10 % a p90 leaves out), so
@@ -200,6 +193,5 @@ func (m *labMeasurer) Load(ctx context.Context, d tune.Dir) (tune.Measurement, e
 	if err != nil {
 		return tune.Measurement{}, fmt.Errorf("lab: measure %s: %w", d, err)
 	}
-	start, steady := r.SplitLoaded(TuneWarmup)
-	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Latency: steady, Start: start}, nil
+	return tune.Measurement{DownKbit: r.DownloadMbps * 1000, UpKbit: r.UploadMbps * 1000, Samples: r.LoadedSamples()}, nil
 }

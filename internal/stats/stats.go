@@ -7,6 +7,7 @@ package stats
 import (
 	"math"
 	"sort"
+	"time"
 )
 
 // Summary describes one set of round-trip samples. Durations are in
@@ -126,4 +127,29 @@ func RPMBand(rpm float64) string {
 		return "Good"
 	}
 	return "Excellent"
+}
+
+// Timed is one probe of a load: when it was sent, counted from the start
+// of the load, and its round trip (RTTMs is 0 and Lost set if it never
+// came back).
+type Timed struct {
+	T     time.Duration
+	RTTMs float64
+	Lost  bool
+}
+
+// SummarizeTimed is Summarize over the probes of ts sent in [from, to).
+func SummarizeTimed(ts []Timed, from, to time.Duration) Summary {
+	var rtts []float64
+	sent := 0
+	for _, s := range ts {
+		if s.T < from || s.T >= to {
+			continue
+		}
+		sent++
+		if !s.Lost {
+			rtts = append(rtts, s.RTTMs)
+		}
+	}
+	return Summarize(rtts, sent)
 }

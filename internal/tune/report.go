@@ -42,7 +42,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		split = split || p.StartInducedMs != 0
 	}
 	if split {
-		b.WriteString("loaded = the steady load; start = induced over each load's first seconds (slow-start burst), shown, not judged\n")
+		b.WriteString("loaded = after each load's start burst (until latency is back under the target, at most half the load); start = induced p90 of the burst, shown, not judged\n")
 	}
 	fmt.Fprintf(&b, "chosen: download %d kbit/s, upload %d kbit/s", r.DownloadKbit, r.UploadKbit)
 	if r.DownloadKbit != r.AloneDownKbit || r.UploadKbit != r.AloneUpKbit {

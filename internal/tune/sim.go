@@ -161,29 +161,32 @@ func (s *SimLink) Shape(_ context.Context, sh Shaping) error {
 	return nil
 }
 
-func (s *SimLink) latency(queueMs float64) stats.Summary {
+// latency is a point's probes, evenly spread over its time; rounded to
+// the µs, so golden files stay stable across floating-point differences
+// between architectures.
+func (s *SimLink) latency(queueMs float64) []stats.Timed {
 	n := s.Samples
 	if n <= 0 {
 		n = 200
 	}
-	rtts := make([]float64, n)
-	for i := range rtts {
-		rtts[i] = s.BaseMs + queueMs + s.rng.ExpFloat64()*s.JitterMs
+	d := s.PointSeconds
+	if d <= 0 {
+		d = 10
 	}
-	sum := stats.Summarize(rtts, n)
-	// Rounded as a report would print them, so golden files stay stable
-	// across floating-point differences between architectures.
-	for _, p := range []*float64{&sum.MinMs, &sum.P10Ms, &sum.MedianMs, &sum.MeanMs, &sum.P90Ms, &sum.P99Ms, &sum.MaxMs} {
-		*p = math.Round(*p*100) / 100
+	ts := make([]stats.Timed, n)
+	for i := range ts {
+		ms := s.BaseMs + queueMs + s.rng.ExpFloat64()*s.JitterMs
+		ts[i] = stats.Timed{T: time.Duration(float64(i) / float64(n) * d * float64(time.Second)), RTTMs: math.Round(ms*1000) / 1000}
 	}
-	return sum
+	return ts
 }
 
 // Idle implements Measurer.
 func (s *SimLink) Idle(context.Context) (stats.Summary, error) {
 	s.init()
 	defer s.tick()
-	return s.latency(0), nil
+	ts := s.latency(0)
+	return stats.SummarizeTimed(ts, 0, time.Duration(math.MaxInt64)), nil
 }
 
 // Load implements Measurer.
@@ -207,7 +210,7 @@ func (s *SimLink) Load(_ context.Context, d Dir) (Measurement, error) {
 	if d != Down && d != Up && d != Both {
 		return m, fmt.Errorf("sim: load direction %q", d)
 	}
-	m.Latency = s.latency(q)
+	m.Samples = s.latency(q)
 	return m, nil
 }
 

@@ -40,14 +40,13 @@ type Shaping struct {
 }
 
 // Measurement is one point under load: goodput per direction (0 for an
-// unloaded direction) and the round-trip latency while loaded, apart for
-// the start of the load (Start, the first seconds: TCP's slow-start burst)
-// and the rest (Latency, the steady load the choice is judged by).
+// unloaded direction) and the latency probes sent during the load, timed
+// from its start (tune sets the start burst apart from them, see
+// Options.MaxWarmup).
 type Measurement struct {
 	DownKbit float64
 	UpKbit   float64
-	Latency  stats.Summary
-	Start    stats.Summary
+	Samples  []stats.Timed
 }
 
 // Measurer is how tune changes the shaper and measures. Implementations
@@ -116,6 +115,18 @@ type Options struct {
 	ChangedPct float64
 	// MinKbit is the lowest rate tried.
 	MinKbit int
+	// MaxWarmup bounds the start of each point's load that is set aside
+	// as its start burst (default: half the load). The start of a load is
+	// an event of its own: TCP's slow start overshoots a shaper that sits
+	// behind the bottleneck (a download shaper on an IFB) into the modem's
+	// FIFO, which then drains at the line rate less the shaper's, for a
+	// second on a fast line and several on a slow one with a deep FIFO.
+	// A minute-long test hardly sees it in its p90; a point of a few
+	// seconds would mostly measure it. The burst ends at the first probe,
+	// at least minWarmup into the load, whose round trip is back within
+	// the target of the idle median; a point whose latency never comes
+	// back is judged by the rest of its load after MaxWarmup, and misses.
+	MaxWarmup time.Duration
 	// Progress, if set, gets one line per step.
 	Progress func(string)
 	// Now is the clock for Seconds (default time.Now).
@@ -167,10 +178,10 @@ type Point struct {
 	Latency         stats.Summary `json:"latency"`
 	// InducedMs is loaded p90 minus idle median: the p90 (not the median)
 	// because a shaper that is slightly too fast shows first in the tail.
-	// Latency and InducedMs are of the steady load; StartInducedMs is the
-	// same for the start burst the Measurer left out of it (0 when it
-	// does not split).
+	// Latency and InducedMs are of the load after its start burst, which
+	// lasted WarmupS seconds; StartInducedMs is the burst's induced p90.
 	InducedMs      float64 `json:"induced_ms"`
+	WarmupS        float64 `json:"warmup_s"`
 	StartInducedMs float64 `json:"start_induced_ms,omitempty"`
 	Grade          string  `json:"grade"`
 	// Pass says whether InducedMs plus the noise margin is under the target.
@@ -268,14 +279,16 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 	if err != nil {
 		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: %w", dir, s.DownKbit, s.UpKbit, err)
 	}
-	if m.Latency.Count == 0 {
-		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: no latency probe was answered under load", dir, s.DownKbit, s.UpKbit)
+	start, steady, w := r.split(m.Samples)
+	if steady.Count == 0 {
+		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: no latency probe was answered under load after its first %v", dir, s.DownKbit, s.UpKbit, w)
 	}
 	p := Point{Role: role, Dir: dir, DownKbit: s.DownKbit, UpKbit: s.UpKbit,
-		GoodputDownKbit: round1(m.DownKbit), GoodputUpKbit: round1(m.UpKbit), Latency: m.Latency}
-	p.InducedMs = round2(m.Latency.P90Ms - r.res.Idle.MedianMs)
-	if m.Start.Count > 0 {
-		p.StartInducedMs = round2(m.Start.P90Ms - r.res.Idle.MedianMs)
+		GoodputDownKbit: round1(m.DownKbit), GoodputUpKbit: round1(m.UpKbit), Latency: steady}
+	p.InducedMs = round2(steady.P90Ms - r.res.Idle.MedianMs)
+	p.WarmupS = round2(w.Seconds())
+	if start.Count > 0 {
+		p.StartInducedMs = round2(start.P90Ms - r.res.Idle.MedianMs)
 	}
 	p.Grade = stats.Grade(p.InducedMs)
 	p.Pass = p.InducedMs+r.margin(dir) <= r.target
@@ -297,6 +310,31 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 	}
 	r.progress("%-9s %-4s %-16s goodput %9s kbit/s  p90 %7.1f ms  induced %7.1f ms  %s", role, dir, rate, good, p.Latency.P90Ms, p.InducedMs, verdict)
 	return p, nil
+}
+
+// minWarmup is the least of a load set aside as its start: the first
+// round trips of slow start, before the queue it builds shows.
+const minWarmup = time.Second
+
+// split sets a point's start burst apart from the rest of its load (see
+// Options.MaxWarmup) and says where it ended.
+func (r *runner) split(ss []stats.Timed) (start, steady stats.Summary, w time.Duration) {
+	var end time.Duration
+	for _, s := range ss {
+		end = max(end, s.T)
+	}
+	maxW := r.o.MaxWarmup
+	if maxW <= 0 {
+		maxW = end / 2
+	}
+	w = maxW
+	back := r.res.Idle.MedianMs + r.target
+	for _, s := range ss {
+		if s.T >= minWarmup && s.T < w && !s.Lost && s.RTTMs <= back {
+			w = s.T
+		}
+	}
+	return stats.SummarizeTimed(ss, 0, w), stats.SummarizeTimed(ss, w, end+1), w
 }
 
 func (r *runner) margin(d Dir) float64 {
@@ -560,7 +598,7 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 	if err := r.bisect(ctx, d); err != nil {
 		return 0, false, err
 	}
-	if _, hi := r.bracket(d); hi == 0 {
+	if lo, hi := r.bracket(d); lo > 0 && hi == 0 {
 		r.note("%s: every rate tried passed, up to %d kbit/s (%.0f %% of the unshaped goodput): no bloat this run could provoke; the highest rate tried is chosen", d, at(r.o.Coarse[len(r.o.Coarse)-1]), 100*r.o.Coarse[len(r.o.Coarse)-1])
 	}
 	rate, ok := r.choice(d)

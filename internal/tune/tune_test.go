@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"sqm/internal/linklayer"
 	"sqm/internal/stats"
@@ -352,3 +353,50 @@ func (m *plainMeasurer) Idle(context.Context) (stats.Summary, error) {
 	return stats.Summary{}, nil
 }
 func (m *plainMeasurer) Load(context.Context, Dir) (Measurement, error) { return Measurement{}, nil }
+
+// split ends the start burst at the first probe, at least a second in,
+// back within the target of the idle median; never past MaxWarmup (half
+// the load by default).
+func TestSplitStartBurst(t *testing.T) {
+	r := &runner{target: 30, res: &Result{Idle: stats.Summary{MedianMs: 20}}}
+	// 6 s of probes every 100 ms: 300 ms of queue until drained.
+	load := func(drained time.Duration, lostAt time.Duration) []stats.Timed {
+		var ts []stats.Timed
+		for at := time.Duration(0); at < 6*time.Second; at += 100 * time.Millisecond {
+			s := stats.Timed{T: at, RTTMs: 25}
+			if at < drained {
+				s.RTTMs = 320
+			}
+			if at == lostAt {
+				s = stats.Timed{T: at, Lost: true}
+			}
+			ts = append(ts, s)
+		}
+		return ts
+	}
+	for _, c := range []struct {
+		name          string
+		samples       []stats.Timed
+		maxW          time.Duration
+		wantW         time.Duration
+		wantStartP90  float64
+		wantSteadyP90 float64
+	}{
+		{"drains at 2.5 s", load(2500*time.Millisecond, -1), 0, 2500 * time.Millisecond, 320, 25},
+		{"lost probe does not end it", load(2500*time.Millisecond, 2500*time.Millisecond), 0, 2600 * time.Millisecond, 320, 25},
+		{"no burst: at least 1 s", load(0, -1), 0, time.Second, 25, 25},
+		{"never drains: half the load", load(time.Hour, -1), 0, 2950 * time.Millisecond, 320, 320},
+		{"MaxWarmup bounds it", load(2500*time.Millisecond, -1), 2 * time.Second, 2 * time.Second, 320, 320},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r.o.MaxWarmup = c.maxW
+			start, steady, w := r.split(c.samples)
+			if w != c.wantW || start.P90Ms != c.wantStartP90 || steady.P90Ms != c.wantSteadyP90 {
+				t.Errorf("split at %v (start p90 %.0f, steady p90 %.0f); want %v (%.0f, %.0f)", w, start.P90Ms, steady.P90Ms, c.wantW, c.wantStartP90, c.wantSteadyP90)
+			}
+			if start.Sent+steady.Sent != len(c.samples) {
+				t.Errorf("%d + %d probes of %d", start.Sent, steady.Sent, len(c.samples))
+			}
+		})
+	}
+}

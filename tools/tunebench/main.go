@@ -5,8 +5,8 @@
 //   - tune's rate per direction (each alone) within 3 % of the oracle's;
 //   - at the chosen rates, induced p90 under the target: each loaded
 //     phase's p90 minus the idle median, over the whole phase of the lab's
-//     test (lab.TuneAfter long); the p90 after the warm-up tune sets aside
-//     in its points is reported beside it;
+//     test (lab.TuneAfter long: the start burst weighs in it as in a
+//     minute-long run);
 //   - at the chosen rates, goodput at least 88 % of the line's payload
 //     maximum per direction;
 //   - on ATM links, ATM detected and the overhead within 4 bytes;
@@ -38,7 +38,6 @@ import (
 
 	"sqm/internal/lab"
 	"sqm/internal/plot"
-	"sqm/internal/stats"
 	"sqm/internal/tune"
 )
 
@@ -159,7 +158,6 @@ type row struct {
 	finalD, finalU       int
 	offD, offU           float64 // tune vs oracle, %
 	p90D, p90U           float64 // induced p90 per loaded phase at the chosen rates, ms
-	steadyD, steadyU     float64 // the same after the warm-up
 	shareD, shareU       float64 // goodput / line payload max, %
 	target               float64
 	linklayer            string
@@ -198,19 +196,12 @@ func judgeRun(l link, path string) (row, error) {
 		source: t.LinklayerSource, tuneSeconds: t.Seconds, points: len(t.Points), oraclePoints: len(o.Points)}
 	r.offD, r.offU = pct(r.tuneD, r.oracleD), pct(r.tuneU, r.oracleU)
 	for _, p := range a.Phases {
-		var steady []float64
-		for _, s := range a.Samples {
-			if !s.Lost && s.TS >= p.StartS+lab.TuneWarmup.Seconds() && s.TS < p.EndS {
-				steady = append(steady, s.RTTMs)
-			}
-		}
-		v := stats.Summarize(steady, len(steady)).P90Ms - a.Idle.MedianMs
-		full := p.Latency.P90Ms - a.Idle.MedianMs
+		v := p.Latency.P90Ms - a.Idle.MedianMs
 		switch p.Name {
 		case "download":
-			r.p90D, r.steadyD = full, v
+			r.p90D = v
 		case "upload":
-			r.p90U, r.steadyU = full, v
+			r.p90U = v
 		}
 	}
 	r.shareD = 100 * a.DownloadMbps / rep.Link.MaxGoodputDownMbps
@@ -273,16 +264,16 @@ func (r row) summary() string {
 }
 
 func writeTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| link | framing told / found | tune alone d/u kbit/s | oracle d/u | off d/u | final pair | induced p90 d/u ms (target) | after warm-up | goodput share d/u | tune s (points) | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| link | framing told / found | tune alone d/u kbit/s | oracle d/u | off d/u | final pair | induced p90 d/u ms (target) | goodput share d/u | tune s (points) | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		v := "ok"
 		if len(r.fails) > 0 {
 			v = "misses: " + strings.Join(r.fails, "; ")
 		}
-		fmt.Fprintf(w, "| %s %s/%s %s, %d pkt | %s+%d / %s+%d (%s) | %d/%d | %d/%d | %+.1f/%+.1f %% | %d/%d | %.1f/%.1f (%g) | %.1f/%.1f | %.0f/%.0f %% | %.0f (%d) | %s |\n",
+		fmt.Fprintf(w, "| %s %s/%s %s, %d pkt | %s+%d / %s+%d (%s) | %d/%d | %d/%d | %+.1f/%+.1f %% | %d/%d | %.1f/%.1f (%g) | %.0f/%.0f %% | %.0f (%d) | %s |\n",
 			r.l.name, r.l.down, r.l.up, r.l.rtt, r.l.buffer, r.l.linklayer, r.l.overhead, r.linklayer, r.overhead, r.source,
-			r.tuneD, r.tuneU, r.oracleD, r.oracleU, r.offD, r.offU, r.finalD, r.finalU, r.p90D, r.p90U, r.target, r.steadyD, r.steadyU,
+			r.tuneD, r.tuneU, r.oracleD, r.oracleU, r.offD, r.offU, r.finalD, r.finalU, r.p90D, r.p90U, r.target,
 			r.shareD, r.shareU, r.tuneSeconds, r.points, v)
 	}
 }
