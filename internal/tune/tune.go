@@ -133,6 +133,10 @@ type Options struct {
 	Now func() time.Time
 }
 
+// maxCoarse is how far above the unshaped goodput the sweep goes on when
+// every coarse rate passed.
+const maxCoarse = 3.0
+
 // DefaultCoarse is the coarse sweep, as fractions of unshaped goodput.
 var DefaultCoarse = []float64{0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.45}
 
@@ -536,18 +540,35 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 	// Coarse sweep, ascending, until a rate over the target follows one
 	// under it.
 	var ref Point
-	haveRef := false
+	haveRef, missed := false, false
 	for _, f := range r.o.Coarse {
 		p, err := r.measure(ctx, RoleSweep, d, shaping(d, at(f)))
 		if err != nil {
 			return 0, false, err
 		}
 		if !p.Pass && haveRef {
+			missed = true
 			break
 		}
 		if p.Pass {
 			ref, haveRef = p, true
 		}
+	}
+	// Every coarse rate passed: the unshaped goodput understated the line
+	// (on a slow, bloated uplink TCP does not reach the line's rate within
+	// one point: 324 kbit/s of a 512 kbit/s ATM line's 437 in the lab), or
+	// nothing here bloats. Go on up in steps of a seventh until a rate
+	// misses, up to maxCoarse times the unshaped goodput.
+	for f := r.o.Coarse[len(r.o.Coarse)-1] * 8 / 7; haveRef && !missed && f <= maxCoarse; f *= 8.0 / 7 {
+		p, err := r.measure(ctx, RoleSweep, d, shaping(d, at(f)))
+		if err != nil {
+			return 0, false, err
+		}
+		if !p.Pass {
+			missed = true
+			break
+		}
+		ref = p
 	}
 	// Even the lowest coarse rate misses: go down until one passes.
 	if !haveRef {
@@ -599,7 +620,7 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 		return 0, false, err
 	}
 	if lo, hi := r.bracket(d); lo > 0 && hi == 0 {
-		r.note("%s: every rate tried passed, up to %d kbit/s (%.0f %% of the unshaped goodput): no bloat this run could provoke; the highest rate tried is chosen", d, at(r.o.Coarse[len(r.o.Coarse)-1]), 100*r.o.Coarse[len(r.o.Coarse)-1])
+		r.note("%s: every rate tried passed, up to %d kbit/s (%.0f %% of the unshaped goodput): no bloat this run could provoke; the highest rate tried is chosen", d, lo, 100*float64(lo)/capKbit)
 	}
 	rate, ok := r.choice(d)
 	if !ok {
