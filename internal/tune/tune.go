@@ -698,27 +698,27 @@ func (r *runner) bracket(d Dir) (lo, hi int) {
 	return lo, hi
 }
 
-// choice is the highest passing rate below the knee, but not within the
-// excess a point cannot see of the lowest rate that missed. A shaper
-// faster than the line fills the modem's FIFO at the excess: over a
-// point's steady part of L seconds the queue grows by excess × L, which
-// stays under the target T while excess < T/L. So rates up to T/L above
-// the line pass (the ADSL upload in the lab: 871 kbit/s on an 864 line
-// passed a 3 s steady part at 54 ms with a 60 ms target, and the queue
-// went on growing: 145 ms in a 30 s test), and the lowest miss hi may be
-// that much above the line; the choice is kept at hi / (1 + T/L) or
-// below.
+// choice is the highest passing rate below the knee, less the excess a
+// point cannot see. A shaper faster than the line R fills the modem's
+// FIFO at the excess: over a point's steady part of L seconds the queue
+// grows by excess × L, which stays under the target T while the excess is
+// below T/L. So a rate that passed may be up to T/L above the line
+// (lo < R(1+T/L)), and the queue goes on growing after the point ends:
+// the ADSL upload in the lab passed at 871 kbit/s on an 864 line (54 ms,
+// 3 s of steady load, 60 ms target), then reached 145 ms in a 30 s test.
+// Only lo/(1+T/L) is sure to be under the line. When nothing missed there
+// is no knee to be near, and the highest pass stands.
 func (r *runner) choice(d Dir) (int, bool) {
 	lo, hi := r.bracket(d)
 	if lo > 0 && hi > 0 {
 		l := 0.0
 		for _, p := range r.res.Points {
-			if p.Dir == d && !p.Stale && p.Rate() == hi && !p.Pass && (l == 0 || p.SteadyS < l) {
+			if p.Dir == d && !p.Stale && p.Rate() == lo && p.Pass && (l == 0 || p.SteadyS < l) {
 				l = p.SteadyS
 			}
 		}
 		if l > 0 {
-			lo = min(lo, int(float64(hi)/(1+r.target/1000/l)))
+			lo = int(float64(lo) / (1 + r.target/1000/l))
 		}
 	}
 	return lo, lo > 0
