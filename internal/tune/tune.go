@@ -786,8 +786,8 @@ func (r *runner) validate(ctx context.Context) error {
 				break
 			}
 			if f == minValidate {
-				r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms at %.0f %% of both, over the %.0f ms target: it does not come from the shapers' queues; the rates chosen for each direction alone are kept",
-					p.InducedMs, d0, u0, q.InducedMs, 100*f, r.target)
+				r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms at %.0f %% of both, with the %.1f ms noise margin over the %.0f ms target: it does not come from the shapers' queues; the rates chosen for each direction alone are kept",
+					p.InducedMs, d0, u0, q.InducedMs, 100*f, r.margin(Both), r.target)
 				return nil
 			}
 		}
@@ -807,8 +807,8 @@ func (r *runner) validate(ctx context.Context) error {
 	}
 	s := scale(lo)
 	r.res.DownloadKbit, r.res.UploadKbit = s.DownKbit, s.UpKbit
-	r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, over the %.0f ms target; %s to %d/%d kbit/s",
-		d0, u0, p.InducedMs, r.target, what, s.DownKbit, s.UpKbit)
+	r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, with the %.1f ms noise margin over the %.0f ms target; %s to %d/%d kbit/s",
+		d0, u0, p.InducedMs, r.margin(Both), r.target, what, s.DownKbit, s.UpKbit)
 	return nil
 }
 
