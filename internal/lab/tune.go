@@ -79,10 +79,12 @@ func Tune(ctx context.Context, o Options, to tune.Options, oracleStepPct float64
 	return rep, nil
 }
 
-// TuneAfter is the least load time of the test at the chosen rates: long
-// enough that each load's start burst weighs as little in its p90 as in a
-// flent or seed-004 run (2 s of 30 is under the 10 % a p90 leaves out), so
-// that the test judges the rates with no part of its load set aside.
+// TuneAfter is the least load time of the test at the chosen rates, which
+// judges them with no part of its load set aside: long enough that a start
+// burst of a second or two (seed 004's line) stays under the 10 % of
+// samples a p90 leaves out, as in a flent run. On the bench's slow ADSL
+// lines with long RTTs the burst lasted 3-4 s, over 10 % of 30 s, and
+// that p90 counted it (docs/tune.md).
 const TuneAfter = 30 * time.Second
 
 // labMeasurer is tune.Measurer on the lab: sqm's shaping on the router's
