@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,14 +48,10 @@ func runLabTune(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Option
 		return err
 	}
 	if p := flagString(fs, "plot"); p != "" {
-		f, err := os.Create(p + "-tune.svg")
-		if err != nil {
-			return fmt.Errorf("lab: plot: %w", err)
-		}
 		l := rep.Link
 		title := fmt.Sprintf("sqm lab --tune | %s/%s %s+%d, %v, %d-packet FIFO", lab.FormatRate(l.DownBits), lab.FormatRate(l.UpBits), l.LinkLayer, l.Overhead, l.RTT, l.Buffer)
-		if err := errors.Join(plot.WriteTradeoff(f, p+"-tune.svg", tune.Tradeoff(rep.Tune, title)), f.Close()); err != nil {
-			return fmt.Errorf("lab: plot: %w", err)
+		if err := plot.SaveTradeoff(p+"-tune.svg", tune.Tradeoff(rep.Tune, title)); err != nil {
+			return fmt.Errorf("lab: %w", err)
 		}
 		opts.Progress("wrote " + p + "-tune.svg")
 	}

@@ -338,16 +338,8 @@ func writeTuned(path, section string, res *tune.Result) error {
 }
 
 func writeTradeoff(path string, res *tune.Result, q config.Queue) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
 	title := fmt.Sprintf("sqm tune | %s (section %s) | %s %+d", q.Interface, q.Name, q.LinkLayer, q.Overhead)
-	if err := plot.WriteTradeoff(f, path, tune.Tradeoff(res, title)); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return plot.SaveTradeoff(path, tune.Tradeoff(res, title))
 }
 
 // tuneLink is the shaped interface and the tester: tune.Measurer plus

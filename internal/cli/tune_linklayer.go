@@ -121,7 +121,7 @@ func probeTarget(ctx context.Context, host string, v4, v6 bool) (netip.Addr, err
 	}
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, host)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, fmt.Errorf("tune --linklayer: resolve %q: %v", host, err)
+		return netip.Addr{}, fmt.Errorf("tune: resolve %q for the link-layer echoes: %v", host, err)
 	}
 	return addrs[0].Unmap(), nil
 }
@@ -146,7 +146,7 @@ func probeLinkLayer(ctx context.Context, env *Env, po linklayer.ProbeOptions, qu
 	}
 	res, err := linklayer.Detect(samples, linklayer.Options{})
 	if err != nil {
-		return samples, res, fmt.Errorf("tune --linklayer: %d of %d echoes answered by %s: %w", len(samples), total, po.Target, err)
+		return samples, res, fmt.Errorf("tune: link layer: %d of %d echoes answered by %s: %w", len(samples), total, po.Target, err)
 	}
 	return samples, res, nil
 }

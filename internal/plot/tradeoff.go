@@ -1,9 +1,11 @@
 package plot
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 )
 
@@ -45,6 +47,16 @@ const (
 // WriteTradeoff draws t to w in the format named by path's extension.
 func WriteTradeoff(w io.Writer, path string, t *Tradeoff) error {
 	return encode(w, path, toWidth, toHeight, func(c canvas) { layoutTradeoff(c, t) })
+}
+
+// SaveTradeoff draws t to the file path (.svg or .png), created or
+// truncated.
+func SaveTradeoff(path string, t *Tradeoff) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return errors.Join(WriteTradeoff(f, path, t), f.Close())
 }
 
 // logTicks are the 1-2-5 values within [lo, hi].

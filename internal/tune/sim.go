@@ -55,8 +55,11 @@ const (
 )
 
 // wireBytes is what one full-size packet occupies under the framing.
-func wireBytes(atm bool, overhead int) float64 {
-	b := float64(simMTU + overhead)
+func wireBytes(atm bool, overhead int) float64 { return frameBytes(simMTU, atm, overhead) }
+
+// frameBytes is what an IP packet of size bytes occupies under the framing.
+func frameBytes(size int, atm bool, overhead int) float64 {
+	b := float64(size + overhead)
 	if atm {
 		return math.Ceil(b/48) * 53
 	}
@@ -221,11 +224,7 @@ func (s *SimLink) DetectLinkLayer(context.Context) (linklayer.Result, error) {
 	s.init()
 	var samples []linklayer.Sample
 	for size := 60; size <= 252; size++ {
-		b := float64(size + s.Overhead)
-		if s.ATM {
-			b = math.Ceil(b/48) * 53
-		}
-		ser := b * 8 * (1/float64(s.DownKbit) + 1/float64(s.UpKbit)) // ms
+		ser := frameBytes(size, s.ATM, s.Overhead) * 8 * (1/float64(s.DownKbit) + 1/float64(s.UpKbit)) // ms
 		for range 10 {
 			ms := s.BaseMs + ser + s.rng.ExpFloat64()*s.JitterMs
 			samples = append(samples, linklayer.Sample{Size: size, RTT: time.Duration(ms * float64(time.Millisecond))})

@@ -284,8 +284,7 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 	if err != nil {
 		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: %w", dir, s.DownKbit, s.UpKbit, err)
 	}
-	start, steadyS, w := r.split(m.Samples)
-	steady := steadyS.Summary
+	start, steady, w, end := r.split(m.Samples)
 	if steady.Count == 0 {
 		return Point{}, fmt.Errorf("tune: measure %s at %d/%d kbit/s: no latency probe was answered under load after its first %v", dir, s.DownKbit, s.UpKbit, w)
 	}
@@ -293,7 +292,7 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 		GoodputDownKbit: round1(m.DownKbit), GoodputUpKbit: round1(m.UpKbit), Latency: steady}
 	p.InducedMs = round2(steady.P90Ms - r.res.Idle.MedianMs)
 	p.WarmupS = round2(w.Seconds())
-	p.SteadyS = round2(steadyS.Seconds())
+	p.SteadyS = round2((end - w).Seconds())
 	if start.Count > 0 {
 		p.StartInducedMs = round2(start.P90Ms - r.res.Idle.MedianMs)
 	}
@@ -323,18 +322,9 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 // round trips of slow start, before the queue it builds shows.
 const minWarmup = time.Second
 
-// steadyPart is the load after the start burst and how long it lasted.
-type steadyPart struct {
-	stats.Summary
-	d time.Duration
-}
-
-func (s steadyPart) Seconds() float64 { return s.d.Seconds() }
-
 // split sets a point's start burst apart from the rest of its load (see
-// Options.MaxWarmup) and says where it ended.
-func (r *runner) split(ss []stats.Timed) (start stats.Summary, steady steadyPart, w time.Duration) {
-	var end time.Duration
+// Options.MaxWarmup) and says where it ended (w) and where the load did.
+func (r *runner) split(ss []stats.Timed) (start, steady stats.Summary, w, end time.Duration) {
 	for _, s := range ss {
 		end = max(end, s.T)
 	}
@@ -349,7 +339,7 @@ func (r *runner) split(ss []stats.Timed) (start stats.Summary, steady steadyPart
 			w = s.T
 		}
 	}
-	return stats.SummarizeTimed(ss, 0, w), steadyPart{stats.SummarizeTimed(ss, w, end+1), end - w}, w
+	return stats.SummarizeTimed(ss, 0, w), stats.SummarizeTimed(ss, w, end+1), w, end
 }
 
 func (r *runner) margin(d Dir) float64 {
@@ -474,7 +464,9 @@ func (r *runner) detect(ctx context.Context, fm FramingMeasurer) error {
 	return nil
 }
 
-// Chosen framing, from Framing.
+// FramingChoice is what Framing decided the shaper accounts, and why when
+// the verdict overrode or could not settle the configuration: the user
+// reads it in the notes.
 type FramingChoice struct {
 	Linklayer string // sqm's linklayer: none, ethernet or atm
 	Overhead  int

@@ -414,7 +414,7 @@ func TestSplitStartBurst(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r.o.MaxWarmup = c.maxW
-			start, steady, w := r.split(c.samples)
+			start, steady, w, _ := r.split(c.samples)
 			if w != c.wantW || start.P90Ms != c.wantStartP90 || steady.P90Ms != c.wantSteadyP90 {
 				t.Errorf("split at %v (start p90 %.0f, steady p90 %.0f); want %v (%.0f, %.0f)", w, start.P90Ms, steady.P90Ms, c.wantW, c.wantStartP90, c.wantSteadyP90)
 			}

@@ -24,7 +24,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -232,12 +231,8 @@ func judgeRun(l link, path string) (row, error) {
 }
 
 func drawCurve(path string, l link, t *tune.Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
 	title := fmt.Sprintf("sqm lab --tune | %s/%s %s+%d, %s, %d-packet FIFO", l.down, l.up, l.linklayer, l.overhead, l.rtt, l.buffer)
-	return errors.Join(plot.WriteTradeoff(f, path, tune.Tradeoff(t, title)), f.Close())
+	return plot.SaveTradeoff(path, tune.Tradeoff(t, title))
 }
 
 func pct(got, want int) float64 {
