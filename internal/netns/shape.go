@@ -18,13 +18,36 @@ type End struct {
 	NS    *NS
 	Dev   string
 	Addrs []string
+	// GSO keeps the kernel's TCP segmentation offload packets at this
+	// end's qdisc (see Link): for tests whose queue must take a sender's
+	// whole flight at once, as a router's queue does when the flight
+	// arrives back to back.
+	GSO bool
 }
 
-// Link joins a and b with a veth pair ready for measuring: offloads off on
-// both ends (so a shaper sees MTU-sized packets, not 64 KB super-packets
-// that make htb overshoot), the addresses added, lo and the link up, and
-// no address still tentative when it returns, so the first packets are
-// not held back by duplicate address detection.
+// Link joins a and b with a veth pair ready for measuring: offloads off,
+// TCP sent from either end reaching its qdisc one segment per packet
+// unless End.GSO says otherwise, the addresses added, lo and the link up,
+// and no address still tentative when it returns, so the first packets
+// are not held back by duplicate address detection.
+//
+// Offloads off is not enough for MTU-sized packets at a sending host's
+// own qdisc: the kernel builds GSO packets for every TCP socket whatever
+// the device's features and splits them only after the qdisc. A
+// "100-packet" fifo on the sender's veth then held 100 packets of 1 to 44
+// segments: in RRUL through it, one direction's queue reached 500-630 kB
+// (240 ms at 20 Mbit/s) with no loss while the other's flows, which had
+// lost early in slow start, kept Reno windows of ~25 segments against that
+// 240 ms and carried 8.5-9 Mbit/s for the whole test (3 runs in 35 on a
+// busy host). gso_max_segs 1 makes TCP build one-segment packets, so a
+// packet limit means what it says (40 of 40 runs at 18.6-18.7 Mbit/s each
+// way after).
+//
+// What that costs: TCP small queues let a flow keep only about two packets
+// in its own host's qdisc, so a new connection's 4-packet flight (a TLS
+// server's first answer) crosses a busy sender-side queue twice, where at
+// a router it arrives back to back and crosses once. Tests that time such
+// flights against ping keep GSO (End.GSO).
 func Link(a, b End) error {
 	if err := a.NS.Veth(a.Dev, b.NS, b.Dev); err != nil {
 		return err
@@ -33,6 +56,11 @@ func Link(a, b End) error {
 		// Offloads before Up: changing them on an up veth resets it.
 		if err := e.NS.DisableOffloads(e.Dev); err != nil {
 			return err
+		}
+		if !e.GSO {
+			if _, err := e.NS.Output(exec.Command("ip", "link", "set", "dev", e.Dev, "gso_max_segs", "1")); err != nil {
+				return err
+			}
 		}
 		for _, cidr := range e.Addrs {
 			if err := e.NS.AddAddr(e.Dev, cidr); err != nil {

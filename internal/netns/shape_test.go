@@ -1,9 +1,13 @@
 package netns
 
 import (
+	"encoding/json"
+	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"sqm/internal/testutil"
 )
@@ -17,7 +21,7 @@ func TestLinkHTB(t *testing.T) {
 		t.Skip("needs tc (iproute2)")
 	}
 	a, b := NewT(t, "sqmla"), NewT(t, "sqmlb")
-	if err := Link(End{a, "vlA", []string{"10.79.0.1/24", "fd79::1/64"}}, End{b, "vlB", []string{"10.79.0.2/24"}}); err != nil {
+	if err := Link(End{NS: a, Dev: "vlA", Addrs: []string{"10.79.0.1/24", "fd79::1/64"}}, End{NS: b, Dev: "vlB", Addrs: []string{"10.79.0.2/24"}}); err != nil {
 		t.Fatal(err)
 	}
 	if on, err := a.OffloadOn("vlA", TSO); err != nil || on {
@@ -50,6 +54,84 @@ func TestLinkHTB(t *testing.T) {
 	}
 	if out, err := b.Output(exec.Command("ping", "-n", "-c", "1", "-W", "5", "10.79.0.1")); err != nil {
 		t.Errorf("ping across the link: %v\n%s", err, out)
+	}
+	// TCP sent from b's own sockets waits in vlB's htb one segment per
+	// packet. Without gso_max_segs 1 the kernel queues GSO packets there
+	// (9 kB on average in an RRUL run here), and a packet limit holds
+	// several times the bytes it says. The backlog shows it; the Sent
+	// counters do not (they count a GSO packet's segments).
+	done := make(chan struct{})
+	go func() { defer close(done); sendTCP(t, b, a, "10.79.0.1:5999", 2<<20) }()
+	seen := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(50 * time.Millisecond):
+		}
+		out, err := b.Output(exec.Command("tc", "-s", "-j", "qdisc", "show", "dev", "vlB", "root"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q []struct {
+			Backlog int `json:"backlog"`
+			Qlen    int `json:"qlen"`
+		}
+		if err := json.Unmarshal(out, &q); err != nil || len(q) != 1 {
+			t.Fatalf("tc -s -j qdisc show: %v in %s", err, out)
+		}
+		bytes, pkts := q[0].Backlog, q[0].Qlen
+		if pkts == 0 {
+			continue
+		}
+		seen++
+		if bytes > pkts*1514 {
+			t.Errorf("vlB's htb holds %d bytes in %d packets: more than one Ethernet frame each, so TCP's GSO packets reach the qdisc", bytes, pkts)
+			break
+		}
+	}
+	<-done
+	if seen == 0 {
+		t.Error("the bulk transfer never left a backlog in vlB's htb to look at")
+	}
+}
+
+// sendTCP writes n bytes over TCP from namespace from to a listener at addr
+// in namespace to, and waits until they have all been read.
+func sendTCP(t *testing.T, from, to *NS, addr string, n int) {
+	t.Helper()
+	var ln net.Listener
+	if err := to.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		k, _ := io.Copy(io.Discard, c)
+		got <- k
+	}()
+	var c net.Conn
+	if err := from.Do(func() error {
+		var err error
+		c, err = net.Dial("tcp4", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Write(make([]byte, n))
+	c.Close()
+	if k := <-got; err != nil || k != int64(n) {
+		t.Errorf("sent %d bytes (%v), received %d", n, err, k)
 	}
 }
 
