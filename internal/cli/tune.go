@@ -27,7 +27,7 @@ func cmdTune() *command {
 	var (
 		section, profile, plotFile    string
 		target                        float64
-		point, idle, warmup           time.Duration
+		point, idle, warmup, budget   time.Duration
 		jsonOut, write, quiet, v4, v6 bool
 		secret, secretF, iperf3Addr   string
 		irttAddr, irttHMAC, irttFile  string
@@ -63,7 +63,11 @@ latency is back under the target (at least 1s in, at most --warmup,
 default half the point); the table shows it apart, as "start".
 Targets: --profile gaming (10 ms), balanced (30 ms, the default),
 throughput (60 ms), or --target MS. Each point loads for --duration
-(default 10s); a run takes about 25 to 35 points.
+(default 10s); a run takes about 25 to 35 points. Within --budget
+(default 5m) it stops refining: bisection, and the search for a lower
+pair with both directions loaded, end where the next point would pass
+it, keeping the rates that passed, and a note says so; the points the
+answer needs are always measured.
 
 The shaping the interface had before is put back at the end, on an error,
 and on Ctrl-C. --write puts the chosen download and upload into the
@@ -98,6 +102,7 @@ Example (seed 004's ADSL line):
 			fs.Float64Var(&target, "target", 0, "induced-latency target in `ms` (instead of --profile)")
 			units.DurationVar(fs, &point, "duration", 10*time.Second, "load time of each measured rate")
 			units.DurationVar(fs, &idle, "idle", 10*time.Second, "idle baseline length")
+			units.DurationVar(fs, &budget, "budget", tune.DefaultBudget, "stop refining when a point would end past this much of the run (0: no limit)")
 			units.DurationVar(fs, &warmup, "warmup", 0, "at most this much of each point's start is its start burst, shown apart, not judged (default: half the point)")
 			fs.BoolVar(&jsonOut, "json", false, `print the "tune" JSON object instead of the table`)
 			fs.StringVar(&plotFile, "plot", "", "also draw the trade-off curve to `file` (.svg or .png)")
@@ -143,12 +148,18 @@ Example (seed 004's ADSL line):
 			if profile != "" && target != 0 {
 				return usageError("--profile and --target exclude each other")
 			}
-			o := tune.Options{Profile: profile, TargetMs: target, MaxWarmup: warmup}
+			o := tune.Options{Profile: profile, TargetMs: target, MaxWarmup: warmup, Budget: budget}
+			if budget == 0 {
+				o.Budget = -1
+			}
 			if _, err := o.Target(); err != nil {
 				return usageError("%v", strings.TrimPrefix(err.Error(), "tune: "))
 			}
 			if point < time.Second || idle < time.Second {
 				return usageError("--duration %v / --idle %v: give at least 1s each", point, idle)
+			}
+			if budget < 0 {
+				return usageError("--budget %v: give a duration, or 0 for no limit", budget)
 			}
 			if warmup < 0 || warmup > 0 && point < warmup+2*time.Second {
 				return usageError("--warmup %v with --duration %v: the point must be at least 2s longer than its warm-up", warmup, point)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // OracleResult is the exhaustive sweep's answer, the yardstick tune is
@@ -28,7 +29,7 @@ func Oracle(ctx context.Context, m Measurer, res *Result, stepPct float64) (*Ora
 		stepPct = 1
 	}
 	o := &OracleResult{StepPct: stepPct, Points: []Point{}}
-	r := &runner{m: m, o: Options{}, target: res.TargetMs, res: &Result{Idle: res.Idle, TargetMs: res.TargetMs}}
+	r := &runner{m: m, o: Options{Now: time.Now, Budget: -1}, target: res.TargetMs, res: &Result{Idle: res.Idle, TargetMs: res.TargetMs}}
 	for _, d := range []Dir{Down, Up} {
 		chosen := res.AloneDownKbit
 		if d == Up {

@@ -127,11 +127,25 @@ type Options struct {
 	// the target of the idle median; a point whose latency never comes
 	// back is judged by the rest of its load after MaxWarmup, and misses.
 	MaxWarmup time.Duration
+	// Budget is how long the run may take (default DefaultBudget; negative:
+	// no bound). The points that make the answer (idle, unshaped, coarse
+	// sweep, reference, the first both-loaded check) always run; a point
+	// that only refines it (bisection, measuring a choice below the
+	// highest pass, the search for a lower pair with both loaded) is
+	// skipped when it would end past the budget, the longest point so far
+	// taken as its length, and tune keeps the side known to pass, with a
+	// note.
+	Budget time.Duration
 	// Progress, if set, gets one line per step.
 	Progress func(string)
 	// Now is the clock for Seconds (default time.Now).
 	Now func() time.Time
 }
+
+// DefaultBudget bounds a run to what a user waits for at a prompt: on the
+// lab's links a full run measured 200-325 s, the longest on slow ATM
+// lines whose both-loaded search found nothing to improve.
+const DefaultBudget = 5 * time.Minute
 
 // maxCoarse is how far above the unshaped goodput the sweep goes on when
 // every coarse rate passed.
@@ -261,6 +275,52 @@ type runner struct {
 	o      Options
 	target float64
 	res    *Result
+	// start is when the run began; longest the longest shaped point so far
+	// and longestUnshaped the longest unshaped one (they drain deep queues
+	// and take longer than the rest).
+	start                    time.Time
+	longest, longestUnshaped time.Duration
+	// reserved is the time the required points still to come will take,
+	// as estimated at the last checkpoint (see reserve).
+	reserved time.Duration
+	// outOfTime is set once a refining point was skipped for the budget.
+	outOfTime bool
+}
+
+// reserve estimates the required points still to come while d's knee is
+// refined: d's reference point unless measured (refDone), the upload's
+// unshaped point, coarse sweep and reference if d is the download, and
+// the first both-loaded check. The upload's sweep may run past the coarse
+// steps when nothing misses; the budget then is overrun by those points.
+func (r *runner) reserve(d Dir, refDone bool) {
+	n := 1
+	if !refDone {
+		n++
+	}
+	var t time.Duration
+	if d == Down {
+		n += 1 + len(r.o.Coarse)
+		t = max(r.longestUnshaped, r.longest)
+	}
+	r.reserved = t + time.Duration(n)*r.longest
+}
+
+// afford says whether a refining point, for what, fits in the budget; the
+// first time one does not, a note says what was left undone.
+func (r *runner) afford(what string) bool {
+	if r.o.Budget < 0 {
+		return true
+	}
+	elapsed := r.o.Now().Sub(r.start)
+	if elapsed+r.longest+r.reserved <= r.o.Budget {
+		return true
+	}
+	if !r.outOfTime {
+		r.outOfTime = true
+		r.note("time budget of %v: at %.0f s another point (up to %.0f s) and the required ones still to come (about %.0f s) would end past it; %s stopped there, keeping the side that passed",
+			r.o.Budget, elapsed.Seconds(), r.longest.Seconds(), r.reserved.Seconds(), what)
+	}
+	return false
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -277,6 +337,14 @@ func (r *runner) note(format string, args ...any) {
 
 // measure sets s, loads dir and records the point.
 func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (Point, error) {
+	t0 := r.o.Now()
+	defer func() {
+		if role == RoleUnshaped {
+			r.longestUnshaped = max(r.longestUnshaped, r.o.Now().Sub(t0))
+		} else {
+			r.longest = max(r.longest, r.o.Now().Sub(t0))
+		}
+	}()
 	if err := r.m.Shape(ctx, s); err != nil {
 		return Point{}, fmt.Errorf("tune: shape %d/%d kbit/s: %w", s.DownKbit, s.UpKbit, err)
 	}
@@ -394,6 +462,9 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
 	start := o.Now()
 	fm, canDetect := m.(FramingMeasurer)
 	if o.Detect && !canDetect {
@@ -406,7 +477,7 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 			res.Profile = DefaultProfile
 		}
 	}
-	r := &runner{m: m, o: o, target: target, res: res}
+	r := &runner{m: m, o: o, target: target, res: res, start: start}
 	defer func() { res.Seconds = math.Round(o.Now().Sub(start).Seconds()*10) / 10 }()
 
 	if err := m.Shape(ctx, Shaping{}); err != nil {
@@ -589,6 +660,7 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 			}
 		}
 	}
+	r.reserve(d, false)
 	if err := r.bisect(ctx, d); err != nil {
 		return 0, false, err
 	}
@@ -615,6 +687,7 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 		r.note("%s: the line changed during the run: at %d kbit/s induced latency was %.1f then %.1f ms", d, ref.Rate(), ref.InducedMs, again.InducedMs)
 		return 0, true, nil
 	}
+	r.reserve(d, true)
 	r.setMargin(d, round2(max(minMarginMs, math.Abs(again.InducedMs-ref.InducedMs))))
 	// With the margin known, passes are re-judged and the knee narrowed
 	// again if the margin moved it.
@@ -630,7 +703,7 @@ func (r *runner) attempt(ctx context.Context, d Dir) (int, bool, error) {
 	// so the curve shows it and a miss there (it would become the knee)
 	// is not chosen.
 	for range 2 {
-		if lo, _ := r.bracket(d); !ok || rate >= lo || r.passedAt(d, rate) {
+		if lo, _ := r.bracket(d); !ok || rate >= lo || r.passedAt(d, rate) || !r.afford("measuring the choice") {
 			break
 		}
 		if _, err := r.measure(ctx, RoleBisect, d, shaping(d, rate)); err != nil {
@@ -724,6 +797,9 @@ func (r *runner) bisect(ctx context.Context, d Dir) error {
 		if lo == 0 || hi == 0 || float64(hi-lo) <= r.o.Resolution*float64(lo) || hi-lo <= 1 {
 			return nil
 		}
+		if !r.afford(fmt.Sprintf("narrowing the %s knee between %d and %d kbit/s", d, lo, hi)) {
+			return nil
+		}
 		if _, err := r.measure(ctx, RoleBisect, d, shaping(d, (lo+hi)/2)); err != nil {
 			return err
 		}
@@ -738,8 +814,11 @@ func (r *runner) bisect(ctx context.Context, d Dir) error {
 // two, if it passes, is then narrowed by bisection on that direction's
 // factor, leaving the other direction's rate as it was. If neither does,
 // both are lowered together, bisecting a common factor down to
-// minValidate. If even that misses, the latency is not the shapers' to
-// remove: the per-direction choice is kept and the user told.
+// minValidate. If even that misses, or a lower pair stops lowering the
+// latency by more than the noise, the latency is not the shapers' to
+// remove: the per-direction choice is kept and the user told. Out of
+// budget, the search stops with the lowest pair known to pass, or the
+// per-direction choice if none is known.
 func (r *runner) validate(ctx context.Context) error {
 	d0, u0 := r.res.AloneDownKbit, r.res.AloneUpKbit
 	at := func(fd, fu float64) Shaping {
@@ -749,13 +828,24 @@ func (r *runner) validate(ctx context.Context) error {
 	if err != nil || p.Pass {
 		return err
 	}
-	pd, err := r.measure(ctx, RoleValidate, Both, at(validateStep, 1))
-	if err != nil {
-		return err
+	r.reserved = 0
+	const search = "the search for a pair that passes with both directions loaded"
+	kept := func() error {
+		r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s, with the %.1f ms noise margin over the %.0f ms target; no lower pair that passes was found in the time: the rates chosen for each direction alone are kept",
+			p.InducedMs, d0, u0, r.margin(Both), r.target)
+		return nil
 	}
-	pu, err := r.measure(ctx, RoleValidate, Both, at(1, validateStep))
-	if err != nil {
-		return err
+	var pd, pu Point
+	for _, q := range []struct {
+		pt     *Point
+		fd, fu float64
+	}{{&pd, validateStep, 1}, {&pu, 1, validateStep}} {
+		if !r.afford(search) {
+			return kept()
+		}
+		if *q.pt, err = r.measure(ctx, RoleValidate, Both, at(q.fd, q.fu)); err != nil {
+			return err
+		}
 	}
 	// scale(f) is the pair searched: one direction lowered, or both.
 	var scale func(f float64) Shaping
@@ -768,7 +858,11 @@ func (r *runner) validate(ctx context.Context) error {
 		scale, lo, what = func(f float64) Shaping { return at(1, f) }, validateStep, "upload lowered"
 	default:
 		scale, what = func(f float64) Shaping { return at(f, f) }, "both lowered"
+		prev := p
 		for _, f := range []float64{validateStep, (validateStep + minValidate) / 2, minValidate} {
+			if !r.afford(search) {
+				return kept()
+			}
 			q, err := r.measure(ctx, RoleValidate, Both, scale(f))
 			if err != nil {
 				return err
@@ -777,15 +871,16 @@ func (r *runner) validate(ctx context.Context) error {
 				lo = f
 				break
 			}
-			if f == minValidate {
+			if f == minValidate || q.InducedMs >= prev.InducedMs-r.margin(Both) {
 				r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s and %.1f ms at %.0f %% of both, with the %.1f ms noise margin over the %.0f ms target: it does not come from the shapers' queues; the rates chosen for each direction alone are kept",
 					p.InducedMs, d0, u0, q.InducedMs, 100*f, r.margin(Both), r.target)
 				return nil
 			}
+			prev = q
 		}
 	}
 	hi := 1.0
-	for (hi-lo)/hi > 2*r.o.Resolution {
+	for (hi-lo)/hi > 2*r.o.Resolution && r.afford(search) {
 		mid := (lo + hi) / 2
 		m, err := r.measure(ctx, RoleValidate, Both, scale(mid))
 		if err != nil {

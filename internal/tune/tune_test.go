@@ -449,3 +449,78 @@ func TestChoiceBelowInvisibleExcess(t *testing.T) {
 		t.Errorf("choice %d with no miss; want 871", got)
 	}
 }
+
+// TestBudget: with points of 13 s the run's required points fit in the
+// default budget and its refinements do not (351 s unbounded): it skips
+// the ones that would end past the budget, says so, and keeps choices at
+// or below the highest pass and the unbounded run's choice.
+func TestBudget(t *testing.T) {
+	run := func(budget time.Duration) *Result {
+		l := *simLinks()["seed004-adsl"]
+		l.PointSeconds = 13
+		res, err := Run(context.Background(), &l, Options{Budget: budget, Now: l.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	free, bound := run(-1), run(0)
+	t.Logf("unbounded: %.0f s, %d points, %d/%d; default budget: %.0f s, %d points, %d/%d; notes %q",
+		free.Seconds, len(free.Points), free.DownloadKbit, free.UploadKbit, bound.Seconds, len(bound.Points), bound.DownloadKbit, bound.UploadKbit, bound.Notes)
+	if free.Seconds <= DefaultBudget.Seconds() {
+		t.Fatalf("the unbounded run took %.0f s: the line does not test the budget", free.Seconds)
+	}
+	if bound.Seconds > DefaultBudget.Seconds() {
+		t.Errorf("with the default budget the run took %.0f s, over %v", bound.Seconds, DefaultBudget)
+	}
+	if !strings.Contains(strings.Join(bound.Notes, "\n"), "time budget of 5m0s") {
+		t.Errorf("no note about the budget in %q", bound.Notes)
+	}
+	r := &runner{res: bound}
+	for _, c := range []struct {
+		d           Dir
+		got, freeKb int
+	}{{Down, bound.AloneDownKbit, free.AloneDownKbit}, {Up, bound.AloneUpKbit, free.AloneUpKbit}} {
+		if lo, _ := r.bracket(c.d); c.got > lo {
+			t.Errorf("%s: chose %d kbit/s, above the highest pass %d", c.d, c.got, lo)
+		}
+		if c.got > c.freeKb {
+			t.Errorf("%s: chose %d kbit/s in the budget, above the unbounded run's %d", c.d, c.got, c.freeKb)
+		}
+	}
+}
+
+// TestValidationGivesUpWhenLoweringDoesNotHelp: latency that loading both
+// directions adds whatever the rates (not the shapers' queues) stops the
+// search once lowering both stops lowering the latency, instead of going
+// on down to 40 %, and keeps the per-direction choice.
+func TestValidationGivesUpWhenLoweringDoesNotHelp(t *testing.T) {
+	l := &bothPenalty{SimLink: simLinks()["fibre-eth-gradual"], downOver: 0, ms: 40}
+	res, err := Run(context.Background(), l, Options{TargetMs: 30, Now: l.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []Point
+	for _, p := range res.Points {
+		if p.Role == RoleValidate {
+			v = append(v, p)
+		}
+	}
+	// The pair, each direction cut by a fifth, both cut by a fifth (which
+	// shortens the shapers' own queues), both at 60 %, which helps no more:
+	// five, and none at 40 %.
+	if len(v) != 5 {
+		t.Errorf("%d validation points, want 5: %+v", len(v), v)
+	}
+	for _, p := range v {
+		if p.DownKbit == int(math.Round(float64(res.AloneDownKbit)*minValidate)) {
+			t.Errorf("measured both at 40 %% (%d/%d kbit/s) though 60 %% helped no more than 80 %%", p.DownKbit, p.UpKbit)
+		}
+	}
+	if res.DownloadKbit != res.AloneDownKbit || res.UploadKbit != res.AloneUpKbit {
+		t.Errorf("final %d/%d, want the per-direction choice %d/%d kept", res.DownloadKbit, res.UploadKbit, res.AloneDownKbit, res.AloneUpKbit)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "does not come from the shapers' queues") {
+		t.Errorf("no note that the latency is not the shapers': %q", res.Notes)
+	}
+}
