@@ -318,7 +318,8 @@ func TestNetnsIPerf3IRTT(t *testing.T) {
 	// fill the fifo the download, whose ACKs wait behind them, carries
 	// only a few packets per 0.2 s round trip (5 runs alternating on an
 	// idle machine: BBR 13.7-16.1 Mbit/s, Reno 18.7-19.0; with two busy
-	// loops BBR 13.0-15.7, Reno 16.3-19.1; BBR 9.95 under heavy load).
+	// loops BBR 13.0-15.7, Reno 16.3-19.1; BBR 9.95 under heavy load;
+	// measured while the fifos still took GSO packets, see netns.Link).
 	for _, n := range []*netns.NS{p.a, p.b} {
 		if err := n.SetSysctl("net.ipv4.tcp_congestion_control", "reno"); err != nil {
 			t.Fatal(err)
