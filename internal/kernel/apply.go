@@ -36,6 +36,14 @@ func (c *Conn) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Result, err
 	}
 	ok, _, cur, err := c.matches(p, l)
 	if err == nil && ok && !prevWantsCleanup(p, prev) && !opts.Rebuild {
+		// A tree equal to the plan is adopted whole, its IFB included,
+		// whoever built it: it is sqm's shaping in every detail, and the
+		// usual way to get here without prev is sqm's own state lost while
+		// the shaping stayed (state directory cleared, moved by an
+		// upgrade). Not adopting the IFB there would leave it behind at
+		// stop and make the next start refuse it as foreign. (A rebuild
+		// that takes over someone's IFB under Force does not claim it: it
+		// was built for something else.)
 		o := ownedFor(p, l.Index, prev)
 		if o.IFB != "" {
 			if il, err := c.linkByName(o.IFB); err == nil {

@@ -17,7 +17,7 @@
 // trade-off curve (NAME-tune.svg) and tune's table (NAME-tune.txt), and
 // the table printed is the one for the notes.
 //
-//	go run ./tools/tunebench [-sqm bin/sqm] [-out DIR] [-links REGEX] [-duration 5s] [-judge]
+//	go run ./tools/tunebench [-sqm bin/sqm] [-out DIR] [-links REGEX] [-duration 6s] [-judge]
 //
 // With -judge it only reads the JSON files already in -out.
 package main
@@ -68,6 +68,9 @@ var links = []link{
 	{"eth-20-5", "20mbit", "5mbit", "ethernet", 14, "20ms", 1000, 30},
 	{"eth-docsis-40-8", "40mbit", "8mbit", "ethernet", 18, "10ms", 2000, 30},
 	{"ptm-vdsl-30-6", "30mbit", "6mbit", "ptm", 30, "5ms", 800, 30},
+	// The most common ADSL2+ sync and a cable line far from its server.
+	{"adsl2-pppoe-12-1", "12mbit", "1mbit", "atm", 40, "40ms", 300, 30},
+	{"eth-cable-30-3", "30mbit", "3mbit", "ethernet", 18, "60ms", 600, 30},
 	// seed 004's line at the balanced target, for docs/tune.md: what the
 	// both-loaded check costs there.
 	{"adsl-seed004-30ms", "7616kbit", "864kbit", "atm", 44, "29ms", 300, 30},
@@ -78,7 +81,7 @@ func main() {
 		sqm      = flag.String("sqm", "bin/sqm", "the sqm binary")
 		out      = flag.String("out", "tunebench-out", "directory for each run's JSON and log")
 		sel      = flag.String("links", ".", "run only the links whose name matches this `regex`")
-		duration = flag.Duration("duration", 5*time.Second, "load time of each tune point")
+		duration = flag.Duration("duration", 6*time.Second, "load time of each tune point (6s: sqm lab --tune's default)")
 		judge    = flag.Bool("judge", false, "only judge the JSON already in -out")
 	)
 	flag.Parse()
