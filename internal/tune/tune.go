@@ -830,9 +830,24 @@ func (r *runner) validate(ctx context.Context) error {
 	}
 	r.reserved = 0
 	const search = "the search for a pair that passes with both directions loaded"
-	kept := func() error {
-		r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s, with the %.1f ms noise margin over the %.0f ms target; no lower pair that passes was found in the time: the rates chosen for each direction alone are kept",
-			p.InducedMs, d0, u0, r.margin(Both), r.target)
+	// outOfTime ends the search early: the pair that passed and carried
+	// the most, if one did, else the per-direction choice.
+	outOfTime := func() error {
+		var best *Point
+		for i := range r.res.Points {
+			q := &r.res.Points[i]
+			if q.Role == RoleValidate && q.Pass && (best == nil || q.GoodputDownKbit+q.GoodputUpKbit > best.GoodputDownKbit+best.GoodputUpKbit) {
+				best = q
+			}
+		}
+		if best == nil {
+			r.note("with both directions loaded induced latency is %.1f ms at %d/%d kbit/s, with the %.1f ms noise margin over the %.0f ms target; no lower pair that passes was found in the time: the rates chosen for each direction alone are kept",
+				p.InducedMs, d0, u0, r.margin(Both), r.target)
+			return nil
+		}
+		r.res.DownloadKbit, r.res.UploadKbit = best.DownKbit, best.UpKbit
+		r.note("with both directions loaded %d/%d kbit/s induced %.1f ms, with the %.1f ms noise margin over the %.0f ms target; of the pairs measured in the time, %d/%d kbit/s passed with the most goodput",
+			d0, u0, p.InducedMs, r.margin(Both), r.target, best.DownKbit, best.UpKbit)
 		return nil
 	}
 	var pd, pu Point
@@ -841,7 +856,7 @@ func (r *runner) validate(ctx context.Context) error {
 		fd, fu float64
 	}{{&pd, validateStep, 1}, {&pu, 1, validateStep}} {
 		if !r.afford(search) {
-			return kept()
+			return outOfTime()
 		}
 		if *q.pt, err = r.measure(ctx, RoleValidate, Both, at(q.fd, q.fu)); err != nil {
 			return err
@@ -861,7 +876,7 @@ func (r *runner) validate(ctx context.Context) error {
 		prev := p
 		for _, f := range []float64{validateStep, (validateStep + minValidate) / 2, minValidate} {
 			if !r.afford(search) {
-				return kept()
+				return outOfTime()
 			}
 			q, err := r.measure(ctx, RoleValidate, Both, scale(f))
 			if err != nil {

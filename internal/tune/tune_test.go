@@ -524,3 +524,40 @@ func TestValidationGivesUpWhenLoweringDoesNotHelp(t *testing.T) {
 		t.Errorf("no note that the latency is not the shapers': %q", res.Notes)
 	}
 }
+
+// budgetAfter is bothPenalty whose clock jumps past any budget once it has
+// measured `after` both-loaded points.
+type budgetAfter struct {
+	*bothPenalty
+	after, n int
+}
+
+func (b *budgetAfter) Load(ctx context.Context, d Dir) (Measurement, error) {
+	m, err := b.bothPenalty.Load(ctx, d)
+	if d == Both {
+		if b.n++; b.n == b.after {
+			b.clock = b.clock.Add(time.Hour)
+		}
+	}
+	return m, err
+}
+
+// TestBudgetKeepsPassingPair: out of time in the both-loaded search, after
+// the pair with the download cut by a fifth passed, tune keeps that pair,
+// not the per-direction choice that missed.
+func TestBudgetKeepsPassingPair(t *testing.T) {
+	l := &budgetAfter{bothPenalty: &bothPenalty{SimLink: simLinks()["fibre-eth-gradual"], downOver: 28500, ms: 25}, after: 2}
+	res, err := Run(context.Background(), l, Options{TargetMs: 30, Now: l.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !validated(res) {
+		t.Fatalf("final %d/%d did not pass with both loaded; notes %q", res.DownloadKbit, res.UploadKbit, res.Notes)
+	}
+	if want := int(math.Round(float64(res.AloneDownKbit) * validateStep)); res.DownloadKbit != want || res.UploadKbit != res.AloneUpKbit {
+		t.Errorf("final %d/%d, want the download cut by a fifth: %d/%d", res.DownloadKbit, res.UploadKbit, want, res.AloneUpKbit)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "passed with the most goodput") {
+		t.Errorf("no note on the pair kept: %q", res.Notes)
+	}
+}
