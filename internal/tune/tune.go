@@ -132,9 +132,9 @@ type Options struct {
 	// sweep, reference, the first both-loaded check) always run; a point
 	// that only refines it (bisection, measuring a choice below the
 	// highest pass, the search for a lower pair with both loaded) is
-	// skipped when it would end past the budget, the longest point so far
-	// taken as its length, and tune keeps the side known to pass, with a
-	// note.
+	// skipped when it and the required points still to come would end past
+	// the budget, each counted as long as the longest point so far, and
+	// tune keeps the side known to pass, with a note.
 	Budget time.Duration
 	// Progress, if set, gets one line per step.
 	Progress func(string)
@@ -817,8 +817,8 @@ func (r *runner) bisect(ctx context.Context, d Dir) error {
 // minValidate. If even that misses, or a lower pair stops lowering the
 // latency by more than the noise, the latency is not the shapers' to
 // remove: the per-direction choice is kept and the user told. Out of
-// budget, the search stops with the lowest pair known to pass, or the
-// per-direction choice if none is known.
+// budget, the search stops with the pair measured so far that passed with
+// the most goodput, or the per-direction choice if none passed.
 func (r *runner) validate(ctx context.Context) error {
 	d0, u0 := r.res.AloneDownKbit, r.res.AloneUpKbit
 	at := func(fd, fu float64) Shaping {
