@@ -18,10 +18,10 @@ type End struct {
 	NS    *NS
 	Dev   string
 	Addrs []string
-	// GSO keeps the kernel's TCP segmentation offload packets at this
-	// end's qdisc (see Link): for tests whose queue must take a sender's
-	// whole flight at once, as a router's queue does when the flight
-	// arrives back to back.
+	// GSO lets TCP hand this end's qdisc GSO packets, several segments
+	// in one (see Link): for tests whose queue must take a sender's whole
+	// flight at once, as a router's queue does when the flight arrives
+	// back to back.
 	GSO bool
 }
 
