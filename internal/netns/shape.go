@@ -57,6 +57,7 @@ func Link(a, b End) error {
 		if err := e.NS.DisableOffloads(e.Dev); err != nil {
 			return err
 		}
+		// By ip(8): rtnetlink's LinkAttributes has no IFLA_GSO_MAX_SEGS.
 		if !e.GSO {
 			if _, err := e.NS.Output(exec.Command("ip", "link", "set", "dev", e.Dev, "gso_max_segs", "1")); err != nil {
 				return err

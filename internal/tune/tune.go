@@ -830,9 +830,9 @@ func (r *runner) validate(ctx context.Context) error {
 	}
 	r.reserved = 0
 	const search = "the search for a pair that passes with both directions loaded"
-	// outOfTime ends the search early: the pair that passed and carried
-	// the most, if one did, else the per-direction choice.
-	outOfTime := func() error {
+	// keepBest ends the search early, out of time: the pair that passed
+	// and carried the most, if one did, else the per-direction choice.
+	keepBest := func() error {
 		var best *Point
 		for i := range r.res.Points {
 			q := &r.res.Points[i]
@@ -856,7 +856,7 @@ func (r *runner) validate(ctx context.Context) error {
 		fd, fu float64
 	}{{&pd, validateStep, 1}, {&pu, 1, validateStep}} {
 		if !r.afford(search) {
-			return outOfTime()
+			return keepBest()
 		}
 		if *q.pt, err = r.measure(ctx, RoleValidate, Both, at(q.fd, q.fu)); err != nil {
 			return err
@@ -876,7 +876,7 @@ func (r *runner) validate(ctx context.Context) error {
 		prev := p
 		for _, f := range []float64{validateStep, (validateStep + minValidate) / 2, minValidate} {
 			if !r.afford(search) {
-				return outOfTime()
+				return keepBest()
 			}
 			q, err := r.measure(ctx, RoleValidate, Both, scale(f))
 			if err != nil {

@@ -140,18 +140,24 @@ func TestValidationBothLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v []Point
-	for _, p := range res.Points {
-		if p.Role == RoleValidate {
-			v = append(v, p)
-		}
-	}
+	v := pointsIn(res, RoleValidate)
 	if len(v) == 0 || v[0].Dir != Both || v[0].DownKbit == 0 || v[0].UpKbit == 0 {
 		t.Fatalf("no validation point with both directions shaped: %+v", v)
 	}
 	if !v[0].Pass && len(res.Notes) == 0 {
 		t.Fatalf("validation failed (%.1f ms) without a note", v[0].InducedMs)
 	}
+}
+
+// pointsIn is res's points of one role, in the order measured.
+func pointsIn(res *Result, role string) []Point {
+	var v []Point
+	for _, p := range res.Points {
+		if p.Role == role {
+			v = append(v, p)
+		}
+	}
+	return v
 }
 
 // validated says a both-loaded point at the final pair met the target.
@@ -500,12 +506,7 @@ func TestValidationGivesUpWhenLoweringDoesNotHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v []Point
-	for _, p := range res.Points {
-		if p.Role == RoleValidate {
-			v = append(v, p)
-		}
-	}
+	v := pointsIn(res, RoleValidate)
 	// The pair, each direction cut by a fifth, both cut by a fifth (which
 	// shortens the shapers' own queues), both at 60 %, which helps no more:
 	// five, and none at 40 %.
