@@ -138,9 +138,35 @@ type Options struct {
 	Budget time.Duration
 	// Progress, if set, gets one line per step.
 	Progress func(string)
+	// OnStep, if set, is told where the run is as each step begins: for a
+	// progress display (the web page's), which cannot parse lines.
+	OnStep func(Step)
 	// Now is the clock for Seconds (default time.Now).
 	Now func() time.Time
 }
+
+// Step is where a run is: the phase ("idle", "linklayer", or the role of
+// the point being measured), that point's direction and shaping, and how
+// far along the run is. Expected is an estimate (the points a direction
+// takes depend on where its knee lies and on the budget), never below
+// Done+1 while the run goes on.
+type Step struct {
+	Phase    string
+	Dir      Dir // "" for idle and linklayer
+	DownKbit int // the shaping being measured; 0 unshaped
+	UpKbit   int
+	Done     int // points measured so far
+	Expected int
+	Elapsed  time.Duration
+	Budget   time.Duration // negative: none
+}
+
+// typicalDirPoints is about how many points one direction takes: the
+// unshaped point, some five of the coarse sweep up to the knee, four of
+// bisection to the resolution, and the reference point again (the lab's
+// runs took 25 to 35 points for both directions and the check with both
+// loaded).
+const typicalDirPoints = 11
 
 // DefaultBudget bounds a run to what a user waits for at a prompt: on the
 // lab's links a full run measured 200-325 s, the longest on slow ATM
@@ -285,6 +311,8 @@ type runner struct {
 	reserved time.Duration
 	// outOfTime is set once a refining point was skipped for the budget.
 	outOfTime bool
+	// finished are the directions whose rate is chosen (for Step's estimate).
+	finished map[Dir]bool
 }
 
 // reserve estimates the required points still to come while d's knee is
@@ -323,6 +351,29 @@ func (r *runner) afford(what string) bool {
 	return false
 }
 
+// step tells OnStep that a step begins.
+func (r *runner) step(phase string, d Dir, s Shaping) {
+	if r.o.OnStep == nil {
+		return
+	}
+	done := len(r.res.Points)
+	left := 1 // the check with both loaded, or the next point of its search
+	for _, dir := range []Dir{Down, Up} {
+		if r.finished[dir] {
+			continue
+		}
+		n := 0
+		for _, p := range r.res.Points {
+			if p.Dir == dir && !p.Stale {
+				n++
+			}
+		}
+		left += max(1, typicalDirPoints-n)
+	}
+	r.o.OnStep(Step{Phase: phase, Dir: d, DownKbit: s.DownKbit, UpKbit: s.UpKbit, Done: done, Expected: done + left,
+		Elapsed: r.o.Now().Sub(r.start), Budget: r.o.Budget})
+}
+
 func (r *runner) progress(format string, args ...any) {
 	if r.o.Progress != nil {
 		r.o.Progress(fmt.Sprintf(format, args...))
@@ -345,6 +396,7 @@ func (r *runner) measure(ctx context.Context, role string, dir Dir, s Shaping) (
 			r.longest = max(r.longest, r.o.Now().Sub(t0))
 		}
 	}()
+	r.step(role, dir, s)
 	if err := r.m.Shape(ctx, s); err != nil {
 		return Point{}, fmt.Errorf("tune: shape %d/%d kbit/s: %w", s.DownKbit, s.UpKbit, err)
 	}
@@ -477,17 +529,19 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 			res.Profile = DefaultProfile
 		}
 	}
-	r := &runner{m: m, o: o, target: target, res: res, start: start}
+	r := &runner{m: m, o: o, target: target, res: res, start: start, finished: map[Dir]bool{}}
 	defer func() { res.Seconds = math.Round(o.Now().Sub(start).Seconds()*10) / 10 }()
 
 	if err := m.Shape(ctx, Shaping{}); err != nil {
 		return res, fmt.Errorf("tune: lift shaping: %w", err)
 	}
 	if o.Detect {
+		r.step("linklayer", "", Shaping{})
 		if err := r.detect(ctx, fm); err != nil {
 			return res, err
 		}
 	}
+	r.step("idle", "", Shaping{})
 	if res.Idle, err = m.Idle(ctx); err != nil {
 		return res, fmt.Errorf("tune: idle baseline: %w", err)
 	}
@@ -503,6 +557,7 @@ func Run(ctx context.Context, m Measurer, o Options) (*Result, error) {
 			return res, err
 		}
 		chosen[d] = rate
+		r.finished[d] = true
 	}
 	res.DownloadKbit, res.UploadKbit = chosen[Down], chosen[Up]
 	res.AloneDownKbit, res.AloneUpKbit = chosen[Down], chosen[Up]

@@ -562,3 +562,38 @@ func TestBudgetKeepsPassingPair(t *testing.T) {
 		t.Errorf("no note on the pair kept: %q", res.Notes)
 	}
 }
+
+// TestSteps: OnStep is told of every point as it begins, in order, with
+// the count so far; the estimate of the points to come stays ahead of
+// what was measured and ends near the real count (the web page's bar
+// would otherwise jump back or sit at 100 %).
+func TestSteps(t *testing.T) {
+	for name, link := range simLinks() {
+		t.Run(name, func(t *testing.T) {
+			l := *link
+			var steps []Step
+			res, err := Run(context.Background(), &l, Options{Now: l.Now, Detect: true, OnStep: func(s Step) { steps = append(steps, s) }})
+			if err != nil && !errors.Is(err, ErrNoRate) {
+				t.Fatal(err)
+			}
+			if len(steps) != len(res.Points)+2 {
+				t.Fatalf("%d steps for %d points; want one per point plus linklayer and idle", len(steps), len(res.Points))
+			}
+			if steps[0].Phase != "linklayer" || steps[1].Phase != "idle" {
+				t.Errorf("first steps %q, %q; want linklayer, idle", steps[0].Phase, steps[1].Phase)
+			}
+			for i, s := range steps[2:] {
+				p := res.Points[i]
+				if s.Phase != p.Role || s.Dir != p.Dir || s.DownKbit != p.DownKbit || s.UpKbit != p.UpKbit || s.Done != i {
+					t.Errorf("step %d %+v; point %+v", i, s, p)
+				}
+				if s.Expected <= s.Done || s.Budget != DefaultBudget || s.Elapsed < 0 {
+					t.Errorf("step %d: expected %d, done %d, budget %v, elapsed %v", i, s.Expected, s.Done, s.Budget, s.Elapsed)
+				}
+			}
+			if n, e := len(res.Points), steps[2].Expected; e < n*2/3 || e > n*3/2 {
+				t.Errorf("the first estimate, %d points, is far from the %d measured", e, n)
+			}
+		})
+	}
+}
