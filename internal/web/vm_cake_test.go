@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"sqm/internal/clitest"
 	"sqm/internal/netns"
@@ -49,12 +54,15 @@ const cakeRecording = "testdata/cake-status-vm.json"
 // every tin field the page's table shows is there, and the Voice, Bulk and
 // Best Effort tins' counters move from poll to poll in both directions.
 //
-// Chromium does not run here: under the VM's emulation (no KVM) one
-// headless start-up takes about 80 s (measured), and a page session many
-// minutes. What the browser does with this document is TestBrowserCake's
-// part, fed the recording this test checks the shape of.
+// Then headless Chromium, started at the beginning because under the VM's
+// emulation (no KVM) its start-up alone takes about 80 s, logs in to the
+// same daemon while the pings still run and must show every tin's packet
+// count rising on the page: a browser watching a live cake. TestBrowserCake
+// (host) covers the rest of the page's cake parts from the recording this
+// test keeps.
 func TestVMWebCakeTins(t *testing.T) {
 	testutil.RequireVM(t)
+	browser := startVMBrowser(t)
 	dir := t.TempDir()
 	router := netns.NewT(t, "webcr")
 	peer := netns.NewT(t, "webcp")
@@ -123,10 +131,15 @@ func TestVMWebCakeTins(t *testing.T) {
 	// polls that takes depends on the machine, not on a timer here.
 	var pings []*exec.Cmd
 	for _, tos := range []string{"0xb8", "0x20", "0"} { // EF: Voice, CS1: Bulk, Best Effort
-		p := exec.Command("ping", "-q", "-w", "120", "-i", "0.05", "-Q", tos, "10.77.0.2")
+		p := exec.Command("ping", "-q", "-w", "400", "-i", "0.05", "-Q", tos, "10.77.0.2")
 		must(t, router.Start(p))
 		pings = append(pings, p)
 	}
+	t.Cleanup(func() { // on a failure; Kill after the end is harmless
+		for _, p := range pings {
+			p.Process.Kill()
+		}
+	})
 	done := make(chan error, 1)
 	go func() {
 		var first error
@@ -185,8 +198,15 @@ func TestVMWebCakeTins(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	stop()
 	t.Logf("%d polls; the counts each tin showed: %v", len(docs), seen)
+	// The pings go on for the browser.
+	select {
+	case err := <-done:
+		t.Fatalf("the pings ended (%v) before the browser's part", err)
+	default:
+	}
+	browserSeesTinsMove(t, <-browser, base)
+	stop()
 
 	// Every field the page's tin table and graph read, in every tin.
 	fields := pageTinFields(t)
@@ -323,4 +343,141 @@ func jsonPaths(doc json.RawMessage) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
+}
+
+// vmBrowser is a started headless Chromium, or why it did not start.
+type vmBrowser struct {
+	ctx context.Context
+	err error
+}
+
+// startVMBrowser launches Chromium in the background: its start-up under
+// the VM's emulation takes longer than the daemon's whole part, so the two
+// overlap. Its profile and HOME are on the guest's tmpfs (the shared root
+// is read-only).
+func startVMBrowser(t *testing.T) <-chan vmBrowser {
+	t.Helper()
+	chrome, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("no chromium in the VM's root (scripts/setup.sh installs it): %v", err)
+	}
+	home := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("no-proxy-server", true),
+		chromedp.UserDataDir(filepath.Join(home, "profile")),
+		chromedp.Env("HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancelT := context.WithTimeout(ctx, 8*time.Minute)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	out := make(chan vmBrowser, 1)
+	go func() {
+		start := time.Now()
+		// The first Do on ctx starts the browser and binds it to ctx.
+		err := chromedp.Do(ctx)
+		if err == nil {
+			t.Logf("chromium started in %.0f s", time.Since(start).Seconds())
+		}
+		out <- vmBrowser{ctx, err}
+	}()
+	return out
+}
+
+// browserSeesTinsMove logs in to the page at base and reads the tin
+// tables' "packets" rows as they update: three different readings, no
+// count ever going back, and every tin of both directions higher at the
+// last than at the first. Screenshots (desktop, phone) go to the VM's out
+// directory (tools/vmtest -keep keeps it).
+func browserSeesTinsMove(t *testing.T, b vmBrowser, base string) {
+	t.Helper()
+	if b.err != nil {
+		t.Fatalf("start chromium: %v", b.err)
+	}
+	ctx := b.ctx
+	shots := t.TempDir()
+	if fi, err := os.Stat(vm.GuestOutDir); err == nil && fi.IsDir() {
+		shots = vm.GuestOutDir
+	}
+	// Everything is slow under emulation: waits are generous, and only
+	// bound how long a failure takes to show.
+	slowVisible := func(sel string) chromedp.Action[chromedp.Void] {
+		js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.getClientRects().length > 0)`, sel)
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
+			if err != nil {
+				err = fmt.Errorf("waiting for %s: %w", sel, err)
+			}
+			return chromedp.Void{}, err
+		}
+	}
+	tables := `.queue table.tins`
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), slowVisible("#login-form"),
+		chromedp.SendKeys(chromedp.CSS("#password"), adminPass), chromedp.Click(chromedp.CSS("#login-form button")),
+		slowVisible(`.queue[data-device="wan0"] table.tins`)); err != nil {
+		shot(ctx, t, shots, "failed-vm-cake-login")
+		t.Fatalf("log in and see the cake: %v", err)
+	}
+	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+tables+`')].map(t => [...t.querySelectorAll('thead th')].map(th => th.textContent).join('|'))`))
+	must(t, err)
+	if len(heads) != 2 || heads[0] != "|Bulk|Best effort|Voice" || heads[1] != "|Bulk|Best effort|Voice" {
+		t.Errorf("tin tables (download, upload): %q", heads)
+	}
+	// readRows returns, per table, the packets row's numbers.
+	readRows := func() [][]float64 {
+		rows, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll('`+tables+`')].map(t => {
+			const r = [...t.querySelectorAll('tbody tr')].find(r => r.cells[0].textContent === 'packets');
+			return r ? [...r.cells].slice(1).map(c => c.textContent) : []; })`))
+		must(t, err)
+		out := make([][]float64, len(rows))
+		for i, r := range rows {
+			for _, c := range r {
+				v, err := strconv.ParseFloat(strings.ReplaceAll(c, ",", ""), 64)
+				if err != nil {
+					t.Fatalf("tin table %d shows packets %q, not a count", i, r)
+				}
+				out[i] = append(out[i], v)
+			}
+		}
+		return out
+	}
+	var seen [][][]float64
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(seen) < 3 {
+		r := readRows()
+		if len(r) != 2 || len(r[0]) != 3 || len(r[1]) != 3 {
+			t.Fatalf("tin packets rows shown: %v; want 3 tins in each of 2 tables", r)
+		}
+		if n := len(seen); n == 0 || !reflect.DeepEqual(r, seen[n-1]) {
+			if n > 0 {
+				for i := range r {
+					for j := range r[i] {
+						if r[i][j] < seen[n-1][i][j] {
+							t.Fatalf("table %d tin %d: packets went back from %v to %v", i, j, seen[n-1][i][j], r[i][j])
+						}
+					}
+				}
+			}
+			seen = append(seen, r)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tin packets shown took %d values in 3 minutes: %v; want 3", len(seen), seen)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	first, last := seen[0], seen[len(seen)-1]
+	for i := range first {
+		for j := range first[i] {
+			if last[i][j] <= first[i][j] {
+				t.Errorf("table %d tin %d: packets shown %v then %v while pings ran through it", i, j, first[i][j], last[i][j])
+			}
+		}
+	}
+	t.Logf("the page showed tin packets %v", seen)
+	shot(ctx, t, shots, "vm-cake-live-desktop")
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
+		t.Errorf("phone size: %v", err)
+	}
+	shot(ctx, t, shots, "vm-cake-live-phone")
+	t.Logf("screenshots in %s", shots)
 }
