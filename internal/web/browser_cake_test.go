@@ -85,8 +85,8 @@ func (r *replay) packetRows(t *testing.T) []string {
 
 // TestBrowserCake checks what the host kernel cannot show: cake's per-tin
 // table and delay history, fed the status a real cake gave in the VM
-// (TestVMWebCakeTins proves the counters move in the API while traffic
-// runs; this proves the page shows those numbers and updates them), and
+// (TestVMWebCakeTins has a browser watch a live cake's counters rise; a
+// replay lets this test check the exact numbers printed, in order), and
 // the form's cake controls and link presets, written into the file as
 // eqdisc_opts/iqdisc_opts words and tcMPU.
 func TestBrowserCake(t *testing.T) {
