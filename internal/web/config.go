@@ -120,6 +120,12 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		jsonError(w, http.StatusBadRequest, "give exactly one of set (with section), add, or delete (with section)")
 		return
 	}
+	if s.tuning() {
+		// The tune holds the shaping (and the state lock the daemon
+		// applies under) until it ends: the change could not be applied.
+		writeJSON(w, http.StatusConflict, saveReply{Errors: []fieldError{{Section: req.Section, Message: errTuneBusy.Error()}}})
+		return
+	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
 	old, err := os.ReadFile(s.ConfigPath)
@@ -153,38 +159,41 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		writeJSON(w, http.StatusBadRequest, saveReply{Errors: []fieldError{{Section: req.Section, Message: err.Error()}}})
 		return
 	}
+	code, rep := s.commit(r.Context(), req.Section, old, nu, what)
+	writeJSON(w, code, rep)
+}
+
+// commit replaces the config file's text old with nu, after the checks
+// `sqm start` would make, and has the daemon apply it; if the kernel
+// refuses it, the old file is put back and applied again. cfgMu is held.
+func (s *Server) commit(ctx context.Context, section string, old, nu []byte, what string) (int, saveReply) {
 	if errs := validate(s.ConfigPath, nu); len(errs) > 0 {
-		writeJSON(w, http.StatusBadRequest, saveReply{Errors: errs})
-		return
+		return http.StatusBadRequest, saveReply{Errors: errs}
 	}
 	if bytes.Equal(nu, old) {
-		writeJSON(w, http.StatusOK, saveReply{OK: true})
-		return
+		return http.StatusOK, saveReply{OK: true}
 	}
 	if err := writeAtomic(s.ConfigPath, nu); err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
-		return
+		return http.StatusInternalServerError, saveReply{Errors: []fieldError{{Message: err.Error()}}}
 	}
 	s.log().Info("web: config changed", "change", what, "config", s.ConfigPath)
 	if s.Apply == nil {
-		writeJSON(w, http.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}})
-		return
+		return http.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}}
 	}
-	outs, aerr := s.Apply(r.Context())
+	outs, aerr := s.Apply(ctx)
 	rep := saveReply{OK: aerr == nil, Outcomes: outs}
 	if aerr != nil {
-		rep.Errors = []fieldError{{Section: req.Section, Message: "not applied: " + aerr.Error()}}
+		rep.Errors = []fieldError{{Section: section, Message: "not applied: " + aerr.Error()}}
 		if err := writeAtomic(s.ConfigPath, old); err != nil {
 			rep.Errors = append(rep.Errors, fieldError{Message: "putting the old config back failed: " + err.Error()})
-		} else if _, err := s.Apply(context.WithoutCancel(r.Context())); err != nil {
+		} else if _, err := s.Apply(context.WithoutCancel(ctx)); err != nil {
 			rep.Errors = append(rep.Errors, fieldError{Message: "re-applying the old config: " + err.Error()})
 		}
 		rep.RolledBack = true
 		s.log().Warn("web: change not applied; old config restored", "err", aerr)
-		writeJSON(w, http.StatusConflict, rep)
-		return
+		return http.StatusConflict, rep
 	}
-	writeJSON(w, http.StatusOK, rep)
+	return http.StatusOK, rep
 }
 
 // validate is what `sqm start` would say about the file: config.Parse's

@@ -1,7 +1,8 @@
 // Package web is sqm's own page, served by the daemon (sqm daemon --http):
-// the queues' state with live counters, the config form, and a bufferbloat
-// test. The page is static HTML, CSS and JS embedded in the binary and
-// served gzip-compressed; everything it shows comes from a JSON API. No
+// the queues' state with live counters, the config form, a bufferbloat
+// test, and sqm tune with its rates saved into the config. The page is
+// static HTML, CSS and JS embedded in the binary and served
+// gzip-compressed; everything it shows comes from a JSON API. No
 // template engine: html/template would link reflection-heavy code that
 // defeats the linker's dead-code removal, and a router binary pays for
 // every kilobyte.
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/tune"
 )
 
 // Server is the page and its API. The daemon fills in the functions; tests
@@ -45,7 +47,12 @@ type Server struct {
 	Apply func(ctx context.Context) ([]string, error)
 	// Test runs a bufferbloat test; bloat.Run when nil.
 	Test func(ctx context.Context, o bloat.Options) (*bloat.Result, error)
-	// TestServer is the default test server (host[:port]) the form shows.
+	// Tune runs `sqm tune` on a section for the page: it shapes the
+	// section's interface as it measures and puts the shaping from before
+	// back when it ends, however it ends. nil: the page offers no tuning
+	// (a build without the tuner).
+	Tune func(ctx context.Context, req TuneRequest) (*tune.Result, error)
+	// TestServer is the default test server (host[:port]) the forms show.
 	TestServer string
 	// Qdiscs lists the qdiscs the kernel offers, for the form's choice.
 	Qdiscs func() []string
@@ -59,6 +66,9 @@ type Server struct {
 	loginMu  sync.Mutex // serialises logins: failed guesses cost time
 	cfgMu    sync.Mutex // one config change at a time
 	test     testRunner
+	tune     tuneRunner
+	busyMu   sync.Mutex
+	busy     string // "test" or "tune": what loads the link now (claim)
 	once     sync.Once
 	mux      *http.ServeMux
 }
@@ -111,6 +121,10 @@ func (s *Server) init() {
 	m.HandleFunc("GET /api/test", s.auth(RoleRead, false, s.getTest))
 	m.HandleFunc("POST /api/test", s.auth(RoleAdmin, true, s.postTest))
 	m.HandleFunc("GET /api/test/plot.svg", s.auth(RoleRead, false, s.testPlot))
+	m.HandleFunc("GET /api/tune", s.auth(RoleRead, false, s.getTune))
+	m.HandleFunc("POST /api/tune", s.auth(RoleAdmin, true, s.postTune))
+	m.HandleFunc("POST /api/tune/save", s.auth(RoleAdmin, true, s.postTuneSave))
+	m.HandleFunc("GET /api/tune/plot.svg", s.auth(RoleRead, false, s.tunePlot))
 	if s.Metrics != nil {
 		m.Handle("GET /metrics", s.Metrics)
 	}

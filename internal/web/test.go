@@ -142,12 +142,11 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 	if idle == 0 {
 		idle = 2 * time.Second
 	}
-	t.mu.Lock()
-	if t.running {
-		t.mu.Unlock()
-		jsonError(w, http.StatusConflict, errBusy.Error())
+	if err := s.claim("test"); err != nil {
+		jsonError(w, http.StatusConflict, err.Error())
 		return
 	}
+	t.mu.Lock()
 	ctx, cancel := context.WithCancel(s.base())
 	t.running, t.started, t.server = true, time.Now(), req.Server
 	t.progress, t.phases, t.result, t.svg, t.err, t.cancel = nil, nil, nil, nil, "", cancel
@@ -172,6 +171,7 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 	}
 	s.log().Info("web: bufferbloat test started", "server", req.Server, "mode", string(mode), "duration", dur)
 	go func() {
+		defer s.release() // last: after the outcome is recorded
 		defer cancel()
 		res, err := run(ctx, opts)
 		var svg bytes.Buffer
