@@ -23,19 +23,54 @@ import (
 	"sqm/internal/units"
 )
 
+// tuneFlags are sqm tune's flags. The web page's tune fills them too
+// (webTuneArgs): both build their run with job and run it with
+// tuneJob.run, so a tune from the page is the command's, flag for flag.
+type tuneFlags struct {
+	section, profile, plotFile    string
+	target                        float64
+	point, idle, warmup, budget   time.Duration
+	jsonOut, write, quiet, v4, v6 bool
+	secret, secretF, iperf3Addr   string
+	irttAddr, irttHMAC, irttFile  string
+	noICMP                        bool
+	streams                       int
+	detectLL, detect              bool
+	llo                           linkLayerOpts
+}
+
+func (f *tuneFlags) register(fs *flag.FlagSet) {
+	configFlag(fs)
+	stateDirFlag(fs)
+	fs.StringVar(&f.section, "section", "", "the config `section` to tune (default: the only enabled one)")
+	fs.StringVar(&f.profile, "profile", "", "latency target by use: gaming (10 ms), balanced (30 ms) or throughput (60 ms)")
+	fs.Float64Var(&f.target, "target", 0, "induced-latency target in `ms` (instead of --profile)")
+	units.DurationVar(fs, &f.point, "duration", 10*time.Second, "load time of each measured rate")
+	units.DurationVar(fs, &f.idle, "idle", 10*time.Second, "idle baseline length")
+	units.DurationVar(fs, &f.budget, "budget", tune.DefaultBudget, "stop refining when a point would end past this much of the run (0: no limit)")
+	units.DurationVar(fs, &f.warmup, "warmup", 0, "at most this much of each point's start is its start burst, shown apart, not judged (default: half the point)")
+	fs.BoolVar(&f.jsonOut, "json", false, `print the "tune" JSON object instead of the table`)
+	fs.StringVar(&f.plotFile, "plot", "", "also draw the trade-off curve to `file` (.svg or .png)")
+	fs.BoolVar(&f.write, "write", false, "write the chosen rates into the config file and apply them")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	fs.BoolVar(&f.v4, "4", false, "use IPv4 only")
+	fs.BoolVar(&f.v6, "6", false, "use IPv6 only")
+	clientSecretFlags(fs, &f.secret, &f.secretF)
+	fs.StringVar(&f.iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]`, instead of an 'sqm server'")
+	fs.StringVar(&f.irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]`")
+	fs.StringVar(&f.irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server; prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
+	fs.StringVar(&f.irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file`")
+	fs.BoolVar(&f.noICMP, "no-icmp", false, "do not send ICMP echo probes")
+	fs.IntVar(&f.streams, "streams", 5, "TCP streams per direction")
+	fs.BoolVar(&f.detectLL, "linklayer", false, "detect the link layer (ATM or not) and the ATM overhead instead of tuning rates")
+	fs.BoolVar(&f.detect, "detect", false, "detect the link layer first and tune with it (the probe flags below apply)")
+	fs.StringVar(&f.llo.sizes, "sizes", "60-252", "--linklayer: IP packet sizes `LO-HI[/STEP]` in bytes")
+	fs.IntVar(&f.llo.repeat, "repeat", 10, "--linklayer: echoes per size")
+	units.DurationVar(fs, &f.llo.interval, "interval", 10*time.Millisecond, "--linklayer: time between echoes")
+}
+
 func cmdTune() *command {
-	var (
-		section, profile, plotFile    string
-		target                        float64
-		point, idle, warmup, budget   time.Duration
-		jsonOut, write, quiet, v4, v6 bool
-		secret, secretF, iperf3Addr   string
-		irttAddr, irttHMAC, irttFile  string
-		noICMP                        bool
-		streams                       int
-		detectLL, detect              bool
-		llo                           linkLayerOpts
-	)
+	var f tuneFlags
 	return &command{
 		name:    "tune",
 		summary: "find the shaper rates that keep latency low at the most throughput, and draw the trade-off",
@@ -94,172 +129,38 @@ Example (seed 004's ADSL line):
   $ sqm tune --section wan --plot tune.svg 192.0.2.7
   ...
   chosen: download 7000 kbit/s, upload 830 kbit/s`,
-		flags: func(fs *flag.FlagSet) {
-			configFlag(fs)
-			stateDirFlag(fs)
-			fs.StringVar(&section, "section", "", "the config `section` to tune (default: the only enabled one)")
-			fs.StringVar(&profile, "profile", "", "latency target by use: gaming (10 ms), balanced (30 ms) or throughput (60 ms)")
-			fs.Float64Var(&target, "target", 0, "induced-latency target in `ms` (instead of --profile)")
-			units.DurationVar(fs, &point, "duration", 10*time.Second, "load time of each measured rate")
-			units.DurationVar(fs, &idle, "idle", 10*time.Second, "idle baseline length")
-			units.DurationVar(fs, &budget, "budget", tune.DefaultBudget, "stop refining when a point would end past this much of the run (0: no limit)")
-			units.DurationVar(fs, &warmup, "warmup", 0, "at most this much of each point's start is its start burst, shown apart, not judged (default: half the point)")
-			fs.BoolVar(&jsonOut, "json", false, `print the "tune" JSON object instead of the table`)
-			fs.StringVar(&plotFile, "plot", "", "also draw the trade-off curve to `file` (.svg or .png)")
-			fs.BoolVar(&write, "write", false, "write the chosen rates into the config file and apply them")
-			fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
-			fs.BoolVar(&v4, "4", false, "use IPv4 only")
-			fs.BoolVar(&v6, "6", false, "use IPv6 only")
-			clientSecretFlags(fs, &secret, &secretF)
-			fs.StringVar(&iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]`, instead of an 'sqm server'")
-			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]`")
-			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server; prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
-			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file`")
-			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
-			fs.IntVar(&streams, "streams", 5, "TCP streams per direction")
-			fs.BoolVar(&detectLL, "linklayer", false, "detect the link layer (ATM or not) and the ATM overhead instead of tuning rates")
-			fs.BoolVar(&detect, "detect", false, "detect the link layer first and tune with it (the probe flags below apply)")
-			fs.StringVar(&llo.sizes, "sizes", "60-252", "--linklayer: IP packet sizes `LO-HI[/STEP]` in bytes")
-			fs.IntVar(&llo.repeat, "repeat", 10, "--linklayer: echoes per size")
-			units.DurationVar(fs, &llo.interval, "interval", 10*time.Millisecond, "--linklayer: time between echoes")
-		},
+		flags: f.register,
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if detectLL {
-				if detect {
+			if f.detectLL {
+				if f.detect {
 					return usageError("--linklayer only probes; --detect probes, then tunes: give one of them")
 				}
-				if iperf3Addr != "" || write || plotFile != "" || len(args) != 1 {
+				if f.iperf3Addr != "" || f.write || f.plotFile != "" || len(args) != 1 {
 					return usageError("--linklayer probes one HOST with ICMP echo: give exactly one HOST and no --iperf3, --write or --plot (got %d arguments)", len(args))
 				}
-				if v4 && v6 {
+				if f.v4 && f.v6 {
 					return usageError("-4 and -6 exclude each other")
 				}
-				return runLinkLayer(ctx, env, fs, llo, section, args[0], jsonOut, quiet, v4, v6)
+				return runLinkLayer(ctx, env, fs, f.llo, f.section, args[0], f.jsonOut, f.quiet, f.v4, f.v6)
 			}
-			addr := ""
-			switch {
-			case iperf3Addr != "" && len(args) > 0:
-				return usageError("--iperf3 names the load server; give no HOST[:PORT] argument too (got %q)", args)
-			case iperf3Addr == "" && len(args) != 1:
-				return usageError("tune needs exactly one server, HOST[:PORT] or --iperf3 HOST[:PORT]; got %d arguments", len(args))
-			case iperf3Addr == "":
-				addr = args[0]
-			}
-			if profile != "" && target != 0 {
-				return usageError("--profile and --target exclude each other")
-			}
-			o := tune.Options{Profile: profile, TargetMs: target, MaxWarmup: warmup, Budget: budget}
-			if budget == 0 {
-				o.Budget = -1
-			}
-			if _, err := o.Target(); err != nil {
-				return usageError("%v", strings.TrimPrefix(err.Error(), "tune: "))
-			}
-			if point < time.Second || idle < time.Second {
-				return usageError("--duration %v / --idle %v: give at least 1s each", point, idle)
-			}
-			if budget < 0 {
-				return usageError("--budget %v: give a duration, or 0 for no limit", budget)
-			}
-			if warmup < 0 || warmup > 0 && point < warmup+2*time.Second {
-				return usageError("--warmup %v with --duration %v: the point must be at least 2s longer than its warm-up", warmup, point)
-			}
-			if streams < 1 || streams > 64 {
-				return usageError("--streams %d outside 1..64", streams)
-			}
-			if v4 && v6 {
-				return usageError("-4 and -6 exclude each other")
-			}
-			lo := tuneLinkOptions{point: point, idle: idle}
-			if detect {
-				var err error
-				if lo.probe, err = llo.probe(); err != nil {
-					return err
-				}
-				host := addr
-				if iperf3Addr != "" {
-					host = iperf3Addr
-				}
-				if lo.probe.Target, err = probeTarget(ctx, host, v4, v6); err != nil {
-					return err
-				}
-			}
-			if plotFile != "" {
-				if !plot.Supported(plotFile) {
-					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
-				}
-			}
-			secret, err := clientSecret(env, fs, "tune", secret, secretF, iperf3Addr)
+			job, err := f.job(env, fs, args)
 			if err != nil {
 				return err
 			}
-			bo := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Secret: secret, NoICMP: noICMP, Streams: streams}
-			if err := irttOptions(env, &bo, irttAddr, irttHMAC, irttFile); err != nil {
-				return err
-			}
-			if v4 {
-				bo.Network = "tcp4"
-			} else if v6 {
-				bo.Network = "tcp6"
-			}
-			cfgPath := flagString(fs, "config")
-			qs, err := loadConfig(env, cfgPath)
-			if err != nil {
-				return err
-			}
-			q, err := tuneSection(qs, section)
-			if err != nil {
-				return err
-			}
-			o.Linklayer, o.Overhead, o.Detect = q.LinkLayer, q.Overhead, detect
-			if !quiet {
-				o.Progress = func(s string) { fmt.Fprintf(env.Stderr, "sqm tune: %s\n", s) }
-			}
-			lo.q, lo.bo, lo.quiet = q, bo, quiet
-			link, err := openTuneLink(env, fs, lo)
-			if err != nil {
-				return err
-			}
-			defer link.close()
-			o.Now = link.now
-			res, err := tune.Run(ctx, link, o)
-			// Put back what was there, whatever happened, with the
-			// shaping's own bookkeeping (not the run's cancelled context).
-			applied := false
-			var werr error // a failed write still shows what was measured
-			if err == nil && write {
-				if werr = writeTuned(cfgPath, q.Name, res); werr == nil {
-					nq := q
-					nq.Download, nq.Upload = uint64(res.DownloadKbit), uint64(res.UploadKbit)
-					nq.LinkLayer, nq.Overhead = res.Linklayer, res.Overhead
-					if q.Enabled {
-						if aerr := link.apply(nq); aerr != nil {
-							fmt.Fprintf(env.Stderr, "sqm tune: wrote %s but applying it failed: %v\n", cfgPath, aerr)
-						} else {
-							applied = true
-						}
-					}
-				}
-			}
-			if !applied {
-				if rerr := link.restore(); rerr != nil {
-					err = errors.Join(err, fmt.Errorf("restoring the shaping of %s: %w", q.Interface, rerr))
-				} else if !quiet {
-					fmt.Fprintf(env.Stderr, "sqm tune: shaping of %s restored\n", q.Interface)
-				}
-			}
+			out, err := job.run(ctx, env, fs)
 			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted: %w", err)
 				}
 				return err
 			}
-			if plotFile != "" {
-				if err := writeTradeoff(plotFile, res, q); err != nil {
+			res, q, cfgPath, werr := out.res, out.q, job.cfgPath, out.werr
+			if f.plotFile != "" {
+				if err := writeTradeoff(f.plotFile, res, q); err != nil {
 					return err
 				}
 			}
-			if jsonOut {
+			if f.jsonOut {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(res); err != nil {
@@ -277,19 +178,166 @@ Example (seed 004's ADSL line):
 			case werr != nil:
 				fmt.Fprintf(env.Stdout, "\nnot written, the shaping from before is back:\n%s", res.UCICommands(strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath)), q.Name))
 				return fmt.Errorf("--write: %w", werr)
-			case write && applied:
+			case f.write && out.applied:
 				fmt.Fprintf(env.Stdout, "\nwrote %s (section %s) and applied it\n", cfgPath, q.Name)
-			case write:
+			case f.write:
 				fmt.Fprintf(env.Stdout, "\nwrote %s (section %s; not enabled, so not applied)\n", cfgPath, q.Name)
 			default:
 				fmt.Fprintf(env.Stdout, "\nto keep these rates: sqm tune --write, or on OpenWrt\n%s", res.UCICommands(strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath)), q.Name))
 			}
-			if plotFile != "" {
-				fmt.Fprintf(env.Stdout, "wrote %s\n", plotFile)
+			if f.plotFile != "" {
+				fmt.Fprintf(env.Stdout, "wrote %s\n", f.plotFile)
 			}
 			return nil
 		},
 	}
+}
+
+// tuneJob is one tune of a config section as the flags asked for it.
+type tuneJob struct {
+	cfgPath   string
+	section   string          // "" = the only enabled one
+	o         tune.Options    // the section's framing is filled in by run
+	lo        tuneLinkOptions // q too; probe.Target once resolved
+	probeHost string          // --detect: the host the echoes go to
+	v4, v6    bool
+	write     bool
+}
+
+// job checks the flags and arguments and builds the run they ask for.
+// Everything it refuses is refused before any shaping changes.
+func (f *tuneFlags) job(env *Env, fs *flag.FlagSet, args []string) (*tuneJob, error) {
+	addr := ""
+	switch {
+	case f.iperf3Addr != "" && len(args) > 0:
+		return nil, usageError("--iperf3 names the load server; give no HOST[:PORT] argument too (got %q)", args)
+	case f.iperf3Addr == "" && len(args) != 1:
+		return nil, usageError("tune needs exactly one server, HOST[:PORT] or --iperf3 HOST[:PORT]; got %d arguments", len(args))
+	case f.iperf3Addr == "":
+		addr = args[0]
+	}
+	if f.profile != "" && f.target != 0 {
+		return nil, usageError("--profile and --target exclude each other")
+	}
+	o := tune.Options{Profile: f.profile, TargetMs: f.target, MaxWarmup: f.warmup, Budget: f.budget, Detect: f.detect}
+	if f.budget == 0 {
+		o.Budget = -1
+	}
+	if _, err := o.Target(); err != nil {
+		return nil, usageError("%v", strings.TrimPrefix(err.Error(), "tune: "))
+	}
+	if f.point < time.Second || f.idle < time.Second {
+		return nil, usageError("--duration %v / --idle %v: give at least 1s each", f.point, f.idle)
+	}
+	if f.budget < 0 {
+		return nil, usageError("--budget %v: give a duration, or 0 for no limit", f.budget)
+	}
+	if f.warmup < 0 || f.warmup > 0 && f.point < f.warmup+2*time.Second {
+		return nil, usageError("--warmup %v with --duration %v: the point must be at least 2s longer than its warm-up", f.warmup, f.point)
+	}
+	if f.streams < 1 || f.streams > 64 {
+		return nil, usageError("--streams %d outside 1..64", f.streams)
+	}
+	if f.v4 && f.v6 {
+		return nil, usageError("-4 and -6 exclude each other")
+	}
+	j := &tuneJob{cfgPath: flagString(fs, "config"), section: f.section, o: o, v4: f.v4, v6: f.v6, write: f.write,
+		lo: tuneLinkOptions{point: f.point, idle: f.idle, quiet: f.quiet}}
+	if f.detect {
+		var err error
+		if j.lo.probe, err = f.llo.probe(); err != nil {
+			return nil, err
+		}
+		j.probeHost = addr
+		if f.iperf3Addr != "" {
+			j.probeHost = f.iperf3Addr
+		}
+	}
+	if f.plotFile != "" && !plot.Supported(f.plotFile) {
+		return nil, usageError("--plot %s: use a file name ending in .svg or .png", f.plotFile)
+	}
+	secret, err := clientSecret(env, fs, "tune", f.secret, f.secretF, f.iperf3Addr)
+	if err != nil {
+		return nil, err
+	}
+	j.lo.bo = bloat.Options{Addr: addr, IPerf3: f.iperf3Addr, Secret: secret, NoICMP: f.noICMP, Streams: f.streams}
+	if err := irttOptions(env, &j.lo.bo, f.irttAddr, f.irttHMAC, f.irttFile); err != nil {
+		return nil, err
+	}
+	if f.v4 {
+		j.lo.bo.Network = "tcp4"
+	} else if f.v6 {
+		j.lo.bo.Network = "tcp6"
+	}
+	if !f.quiet {
+		j.o.Progress = func(s string) { fmt.Fprintf(env.Stderr, "sqm tune: %s\n", s) }
+	}
+	return j, nil
+}
+
+// tuneOutcome is what a tuneJob did.
+type tuneOutcome struct {
+	res     *tune.Result
+	q       config.Queue // the section tuned
+	applied bool         // written and applied (--write)
+	werr    error        // --write failed; the shaping from before is back
+}
+
+// run tunes the section: loads the config, opens the link (which takes
+// the state lock for the whole run), runs tune, and then either writes and
+// applies the result (write) or puts back the shaping from before, also
+// on an error and on cancel. A failed write is werr, with the result: the
+// measurements still stand.
+func (j *tuneJob) run(ctx context.Context, env *Env, fs *flag.FlagSet) (tuneOutcome, error) {
+	qs, err := loadConfig(env, j.cfgPath)
+	if err != nil {
+		return tuneOutcome{}, err
+	}
+	q, err := tuneSection(qs, j.section)
+	if err != nil {
+		return tuneOutcome{}, err
+	}
+	if j.o.Detect {
+		if j.lo.probe.Target, err = probeTarget(ctx, j.probeHost, j.v4, j.v6); err != nil {
+			return tuneOutcome{q: q}, err
+		}
+	}
+	o := j.o
+	o.Linklayer, o.Overhead = q.LinkLayer, q.Overhead
+	lo := j.lo
+	lo.q = q
+	link, err := openTuneLink(env, fs, lo)
+	if err != nil {
+		return tuneOutcome{q: q}, err
+	}
+	defer link.close()
+	o.Now = link.now
+	res, err := tune.Run(ctx, link, o)
+	// Put back what was there, whatever happened, with the shaping's own
+	// bookkeeping (not the run's cancelled context).
+	out := tuneOutcome{res: res, q: q}
+	if err == nil && j.write {
+		if out.werr = writeTuned(j.cfgPath, q.Name, res); out.werr == nil {
+			nq := q
+			nq.Download, nq.Upload = uint64(res.DownloadKbit), uint64(res.UploadKbit)
+			nq.LinkLayer, nq.Overhead = res.Linklayer, res.Overhead
+			if q.Enabled {
+				if aerr := link.apply(nq); aerr != nil {
+					fmt.Fprintf(env.Stderr, "sqm tune: wrote %s but applying it failed: %v\n", j.cfgPath, aerr)
+				} else {
+					out.applied = true
+				}
+			}
+		}
+	}
+	if !out.applied {
+		if rerr := link.restore(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring the shaping of %s: %w", q.Interface, rerr))
+		} else if !j.lo.quiet {
+			fmt.Fprintf(env.Stderr, "sqm tune: shaping of %s restored\n", q.Interface)
+		}
+	}
+	return out, err
 }
 
 // tuneSection is the section named, or the only enabled one.
