@@ -106,7 +106,7 @@ Example:
 			}
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
-			page, err := prepareWeb(fs, configSource(fs))
+			page, err := prepareWeb(env, fs, configSource(fs))
 			if err != nil {
 				return err
 			}

@@ -54,17 +54,20 @@ type webLink struct {
 
 // webPage is the page, checked and listening, waiting for the daemon.
 type webPage struct {
+	env   *Env
 	fs    *flag.FlagSet
 	cfg   string
 	users *web.Users
 	ln    net.Listener
 	conn  *kernel.Conn
+	// tuning is set while a tune from the page holds the state lock.
+	tuning heldFlag
 }
 
 // prepareWeb checks --http (refusing the wildcard and the shaped
 // interfaces' addresses), loads the logins and binds the port, so that a
 // mistake stops the daemon before it changes anything. nil without --http.
-func prepareWeb(fs *flag.FlagSet, cfgPath string) (*webPage, error) {
+func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if flagString(fs, "http") == "" {
 		return nil, nil
 	}
@@ -89,13 +92,19 @@ func prepareWeb(fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	return &webPage{fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
+	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
 }
 
-// close releases the port if start never ran.
+// close releases the port if start never ran, and waits (a while) for a
+// tune from the page to put the shaping from before back: the daemon is
+// exiting, and the process must not end with the interface shaped at
+// whatever rate the tune was measuring.
 func (p *webPage) close() {
 	if p.conn == nil {
 		p.ln.Close()
+	}
+	for end := time.Now().Add(30 * time.Second); p.tuning.get() && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -138,6 +147,13 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 		},
 		Qdiscs: func() []string { return availableQdiscs(features.Qdisc) },
 	}
+	srv.Tune = webTune(p.env, d.ConfigPath, d.Svc.Store.Dir, &p.tuning, func() error {
+		_, err := srv.Apply(ctx)
+		return err
+	})
+	if srv.Tune != nil {
+		d.Lock = lockAroundTune(ctx, d.Lock, &p.tuning)
+	}
 	srv.Metrics = metricshttp.Handler(&metrics.KernelSource{
 		Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
 		LastTest: func() *metrics.TestResult { return testMetric(srv.LastResult()) },
@@ -149,6 +165,25 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 			log.Error("web page stopped", "err", err)
 		}
 	}()
+}
+
+var errPageTune = errors.New("a tune from the web page holds the shaping until it ends; the daemon reloads the config then")
+
+// lockAroundTune is the daemon's lock while the page may tune. A tune
+// holds the state lock for minutes; the daemon's operations (the drift
+// check, a reload, a link event) would each wait lockWait for it and be
+// skipped, the loop stalled meanwhile. They are skipped at once instead,
+// saying why, and the reload after the tune (webTune's reapply) does what
+// they would have. Once ctx ends the daemon is stopping and the tune is
+// being cancelled: then lock waits as always, so the stop-on-exit comes
+// after the tune's restore rather than being skipped.
+func lockAroundTune(ctx context.Context, lock func() (func(), error), tuning *heldFlag) func() (func(), error) {
+	return func() (func(), error) {
+		if tuning.get() && ctx.Err() == nil {
+			return nil, errPageTune
+		}
+		return lock()
+	}
 }
 
 func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {

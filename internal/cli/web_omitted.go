@@ -21,7 +21,7 @@ func webFlags(fs *flag.FlagSet) {
 
 type webPage struct{}
 
-func prepareWeb(fs *flag.FlagSet, _ string) (*webPage, error) {
+func prepareWeb(_ *Env, fs *flag.FlagSet, _ string) (*webPage, error) {
 	if flagString(fs, "http") != "" {
 		return nil, usageError("--http: this sqm was built without the web page (-tags sqm_noweb)")
 	}
