@@ -49,7 +49,8 @@ var help = map[string]string{
 		"DSCP on ingress is allowed. Set the qdisc to cake.",
 	"police": "Egress as piece_of_cake (or simplest without cake); ingress is policed on the interface itself, " +
 		"without an IFB: drops above the rate instead of queueing, for routers short of CPU. Latency under " +
-		"download load is worse than with an IFB shaper.",
+		"download load is worse than with an IFB shaper. The bucket holds 20 ms at the rate; advanced " +
+		"ingress option 'burst SIZE' (tc units, e.g. burst 250k) sets it.",
 	"codel_police": "Egress as police; ingress policed on the interface by an eBPF program that ECN-marks and drops " +
 		"like codel as the virtual queue grows, instead of a hard rate limit. No IFB; needs cls_bpf.",
 }

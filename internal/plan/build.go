@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/units"
 )
 
 // Env is what the planner needs to know about the system. The caller reads
@@ -331,7 +333,7 @@ func (b *builder) egress(d dir) (*Tree, error) {
 func (b *builder) ingress(d dir) (*Ingress, error) {
 	switch b.p.Script {
 	case "police":
-		return b.policer(d), nil
+		return b.policer(d)
 	case "codel_police":
 		return b.codelPolicer(d)
 	}
@@ -379,10 +381,23 @@ const (
 // broadband RTT's worth of queue, 16 full frames keep low rates from
 // dropping every burst. Dave Taht's 1000k example at 50 Mbit/s holds
 // 160 ms, which is exactly the bloat sqm exists to remove; we give 20 ms
-// (125000 bytes at 50 Mbit/s).
-func (b *builder) policer(d dir) *Ingress {
+// (125000 bytes at 50 Mbit/s). iqdisc_opts 'burst SIZE' (tc's size
+// units, as in that example) sets the bucket instead, for comparing
+// buckets (scripts/policer-sweep.sh) or copying an existing tc script.
+func (b *builder) policer(d dir) (*Ingress, error) {
+	frame := uint64(b.env.MTU + ethHeader)
 	bytesPerSec := d.rateKbit * 1000 / 8
-	burst := max(bytesPerSec*uint64(policeWindow/time.Microsecond)/1e6, policeMinPackets*uint64(b.env.MTU+ethHeader))
+	burst := max(bytesPerSec*uint64(policeWindow/time.Microsecond)/1e6, policeMinPackets*frame)
+	set, err := parsePoliceOpts(d.opts)
+	if err != nil {
+		return nil, b.q.Errorf(d.optsName, "%v", err)
+	}
+	if set != 0 {
+		if uint64(set) < frame {
+			return nil, b.q.Errorf(d.optsName, "police: burst %d bytes is less than one full frame (%d bytes): every full-size packet would be dropped", set, frame)
+		}
+		burst = uint64(set)
+	}
 	return &Ingress{
 		Hook: []Filter{{
 			Parent: hFFFF, Prio: 10, Protocol: "all", Kind: "u32",
@@ -396,7 +411,32 @@ func (b *builder) policer(d dir) *Ingress {
 			Comment: fmt.Sprintf("police all received packets to %dkbit", d.rateKbit),
 		}},
 		RateKbit: d.rateKbit,
+	}, nil
+}
+
+// parsePoliceOpts reads the police recipe's iqdisc_opts: 'burst SIZE'
+// (b, k/kb, m/mb, kbit, mbit as tc reads them). It returns 0 when no
+// burst is given.
+func parsePoliceOpts(opts []string) (uint32, error) {
+	var burst uint32
+	for i := 0; i < len(opts); i++ {
+		if opts[i] != "burst" {
+			return 0, fmt.Errorf("police: unknown option %q; the one option is burst SIZE", opts[i])
+		}
+		if i+1 == len(opts) {
+			return 0, errors.New("police: burst needs a size (e.g. burst 125k)")
+		}
+		i++
+		n, err := units.ParseSize(opts[i])
+		if err != nil {
+			return 0, fmt.Errorf("police: burst %q: %v", opts[i], err)
+		}
+		if n == 0 || n > 1<<31 {
+			return 0, fmt.Errorf("police: burst %q is outside 1 byte..2 GiB", opts[i])
+		}
+		burst = n
 	}
+	return burst, nil
 }
 
 // htbClass is one class with sqm-scripts' quantum and, if withBurst, its

@@ -54,7 +54,7 @@ func TestCodelPolicer(t *testing.T) {
 				t.Error(err)
 			}
 			// Egress is shaped as the police recipe shapes it.
-			q.Script = "police"
+			q.Script, q.IQdiscOpts = "police", "" // its ingress options differ
 			pp, err := Build(q, Env{MTU: 1500})
 			if err != nil {
 				t.Fatal(err)

@@ -69,8 +69,11 @@ func variantsFor(script, qdisc string) []variant {
 				opts = sampleOpts["fq_codel"] // the leaf falls back to fq_codel
 			}
 			q.IQdiscOpts, q.EQdiscOpts = opts, opts
-			if script == "codel_police" {
-				q.IQdiscOpts = "flowblind" // its ingress is no leaf qdisc
+			switch script { // their ingress is no leaf qdisc
+			case "codel_police":
+				q.IQdiscOpts = "flowblind"
+			case "police":
+				q.IQdiscOpts = "burst 250k"
 			}
 		}},
 	}
