@@ -27,8 +27,11 @@ var vmVariants = []llaVariant{
 		} else {
 			q.EQdiscOpts, q.IQdiscOpts = "memory_limit 4mb ce_threshold 2ms", "quantum 1514"
 		}
-		if q.Script == "codel_police" {
-			q.IQdiscOpts = "flowblind" // its ingress is the eBPF policer, not a leaf
+		switch q.Script { // their ingress is no leaf qdisc
+		case "codel_police":
+			q.IQdiscOpts = "flowblind"
+		case "police":
+			q.IQdiscOpts = "burst 250k"
 		}
 	}},
 }
