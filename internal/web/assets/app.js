@@ -11,6 +11,7 @@ const history = {};   // device -> [{t, rx, tx, tins: [avg delay ms]}]
 let lastSample = {};  // device -> {t, bytes}
 let statusTimer = null;
 let testTimer = null;
+let tuneTimer = null;
 let config = null;
 
 function el(tag, attrs, ...kids) {
@@ -48,6 +49,7 @@ function showLogin() {
   // a read-only one, and must not see forms built for an admin.
   $('queues').textContent = ''; $('forms').textContent = '';
   $('t-result').hidden = true; $('t-progress').hidden = true;
+  $('u-result').hidden = true; $('u-progress').hidden = true; $('u-tables').textContent = '';
   config = null;
   $('app').hidden = true; $('nav').hidden = true; $('logout').hidden = true;
   $('who').textContent = '';
@@ -65,12 +67,14 @@ function showApp(s) {
   loadStatus();
   loadConfig();
   loadTest();
+  loadTune();
   statusTimer = setInterval(() => { if (!document.hidden) loadStatus(); }, 1000);
 }
 
 function stopTimers() {
   clearInterval(statusTimer); statusTimer = null;
   clearTimeout(testTimer); testTimer = null;
+  clearTimeout(tuneTimer); tuneTimer = null;
 }
 
 $('login-form').addEventListener('submit', async (ev) => {
@@ -395,6 +399,7 @@ async function loadConfig() {
   const box = $('forms');
   box.textContent = '';
   for (const sec of config.sections) box.append(sectionForm(sec));
+  tuneSections();
   if (!config.sections.length) box.append(el('p', { class: 'muted', text: 'No queue sections in the file.' }));
   if (role === 'admin') box.append(addForm());
 }
@@ -661,6 +666,147 @@ $('test-form').addEventListener('submit', async (ev) => {
 $('t-cancel').addEventListener('click', async () => {
   const r = await api('POST', '/api/test', { cancel: true });
   if (r.ok) renderTest(r.data);
+});
+
+// ---- tune -------------------------------------------------------------------
+
+let tuneSection = ''; // the section of the last tune, from the server
+
+async function loadTune() {
+  const r = await api('GET', '/api/tune');
+  if (!r.ok) return;
+  // Without a tuner in this build (or daemon) there is nothing to offer.
+  $('tune').hidden = !r.data.available; $('nav-tune').hidden = !r.data.available;
+  if (!r.data.available) return;
+  if (!$('u-server').value && (r.data.server || r.data.default_server)) $('u-server').value = r.data.server || r.data.default_server;
+  if (r.data.profile) $('u-profile').value = r.data.profile;
+  renderTune(r.data);
+}
+
+// tuneSections lists the config's queue sections, the tuned one (or the
+// first enabled one) chosen.
+function tuneSections() {
+  if (!config) return;
+  const sel = $('u-section');
+  const cur = sel.value || tuneSection;
+  sel.textContent = '';
+  for (const sec of config.sections) {
+    const on = (sec.options.enabled || '0') === '1';
+    sel.append(el('option', { value: sec.ref, text: (sec.name || sec.ref) + (sec.options.interface ? ' (' + sec.options.interface + ')' : '') + (on ? '' : ', disabled') }));
+  }
+  const enabled = config.sections.find((sec) => sec.options.enabled === '1');
+  if (config.sections.some((sec) => sec.ref === cur)) sel.value = cur;
+  else if (enabled) sel.value = enabled.ref;
+}
+
+function mmss(s) { s = Math.max(0, Math.round(s)); return Math.floor(s / 60) + ':' + String(s % 60).padStart(2, '0'); }
+
+function renderTune(s) {
+  tuneSection = s.section || tuneSection;
+  if (s.section && $('u-section').querySelector(`option[value="${CSS.escape(s.section)}"]`)) {
+    if (s.running || !$('u-section').dataset.touched) $('u-section').value = s.section;
+  }
+  $('u-err').textContent = s.error || '';
+  const admin = role === 'admin';
+  $('u-cancel').hidden = !s.running || !admin;
+  $('u-start').disabled = s.running || !admin;
+  const prog = $('u-progress');
+  prog.hidden = !s.running && !(s.lines && s.lines.length);
+  if (!prog.hidden) {
+    const pct = s.running ? (s.expected ? Math.min(97, 100 * s.done / s.expected) : 2) : 100;
+    $('u-bar').style.width = pct + '%';
+    let live = '';
+    if (s.running) {
+      const rate = s.dir === 'both' ? fmtKbit(s.down_kbit) + ' / ' + fmtKbit(s.up_kbit) : fmtKbit(s.dir === 'up' ? s.up_kbit : s.down_kbit);
+      live = (s.phase || 'starting') + (s.dir ? ' · ' + s.dir + ' at ' + rate : '');
+      if (s.expected) live += ` · point ${s.done + 1} of about ${s.expected}`;
+      live += ` · ${mmss(s.elapsed_s)}` + (s.budget_s ? ` of ${mmss(s.budget_s)}` : '');
+    } else live = s.result ? `finished in ${mmss(s.elapsed_s)}` : (s.error ? 'failed' : '');
+    $('u-live').textContent = live;
+    // The lines are the run's log: kept after a failure, which they
+    // explain; after a result the table says it all.
+    $('u-lines').textContent = s.running || s.error ? (s.lines || []).join('\n') : '';
+  }
+  const box = $('u-result');
+  box.hidden = !s.result;
+  if (s.result) renderTuneResult(s);
+  $('u-save').disabled = !admin || !s.result;
+  $('u-saved').textContent = s.saved || '';
+  clearTimeout(tuneTimer);
+  if (s.running) tuneTimer = setTimeout(loadTune, 1000);
+}
+
+function renderTuneResult(s) {
+  const r = s.result;
+  const dl = $('u-summary');
+  dl.textContent = '';
+  const alone = (r.download_kbit !== r.alone_down_kbit || r.upload_kbit !== r.alone_up_kbit) ? ` (each alone ${r.alone_down_kbit} / ${r.alone_up_kbit})` : '';
+  const kv = [['Chosen download', r.download_kbit + ' kbit/s'], ['Chosen upload', r.upload_kbit + ' kbit/s' + alone],
+    ['Unshaped goodput', Math.round(r.capacity_down_kbit) + ' / ' + Math.round(r.capacity_up_kbit) + ' kbit/s'],
+    ['Target', r.target_ms + ' ms induced latency' + (r.profile ? ' (' + r.profile + ')' : '')],
+    ['Link layer', (r.linklayer || 'none') + ', overhead ' + r.overhead + ' (' + r.linklayer_source + ')'],
+    ['Idle latency', r.idle_median_ms.toFixed(1) + ' ms'], ['Took', mmss(r.seconds) + ', ' + r.points.length + ' points']];
+  for (const [k, v] of kv) dl.append(el('dt', { text: k }), el('dd', { text: v }));
+  const src = '/api/tune/plot.svg?t=' + encodeURIComponent(s.started || '');
+  if ($('u-plot').getAttribute('src') !== src) $('u-plot').src = src;
+  const tables = $('u-tables');
+  tables.textContent = '';
+  tables.append(el('p', { class: 'hint', text: 'Rates and goodput in kbit/s; induced latency (loaded 90th percentile minus the idle median) in ms, judged after each load\'s start burst, shown apart as Start.' }));
+  for (const [dir, title] of [['down', 'Download'], ['up', 'Upload'], ['both', 'Both directions loaded']]) {
+    const pts = r.points.filter((p) => p.dir === dir);
+    if (!pts.length) continue;
+    const rate = (p) => dir === 'up' ? p.up_kbit : p.down_kbit;
+    // As sqm tune's table: lowest rate first, unshaped last.
+    pts.sort((a, b) => (rate(a) || Infinity) - (rate(b) || Infinity));
+    const body = el('tbody');
+    for (const p of pts) {
+      const rt = dir === 'both' ? p.down_kbit + ' / ' + p.up_kbit : (rate(p) ? String(rate(p)) : 'unshaped');
+      const good = dir === 'both' ? Math.round(p.goodput_down_kbit) + ' / ' + Math.round(p.goodput_up_kbit) : String(Math.round(dir === 'up' ? p.goodput_up_kbit : p.goodput_down_kbit));
+      const verdict = [p.chosen ? 'chosen' : '', p.pass ? 'ok' : 'over target', p.role === 'reference' ? 'reference again' : '', p.stale ? 'stale' : ''].filter(Boolean).join(', ');
+      body.append(el('tr', { class: p.chosen ? 'chosen' : '', 'data-dir': dir },
+        el('td', { text: rt }), el('td', { text: good }), el('td', { class: p.pass ? '' : 'miss', text: p.induced_ms.toFixed(1) }),
+        el('td', { text: p.start_induced_ms.toFixed(1) }), el('td', { text: p.grade }), el('td', { text: verdict })));
+    }
+    const head = el('thead', {}, el('tr', {}, ...['Rate', 'Goodput', 'Induced', 'Start', 'Grade', ''].map((h) => el('th', { text: h }))));
+    tables.append(el('h4', { text: title }), el('div', { class: 'scroll' }, el('table', { class: 'points' }, head, body)));
+  }
+  const notes = $('u-notes');
+  notes.textContent = '';
+  for (const n of r.notes || []) notes.append(el('li', { text: n }));
+}
+
+$('u-section').addEventListener('change', () => { $('u-section').dataset.touched = '1'; });
+
+$('tune-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  $('u-err').textContent = ''; $('u-save-err').textContent = '';
+  const section = $('u-section').value;
+  if (!section) { $('u-err').textContent = 'There is no queue section to tune.'; return; }
+  const r = await api('POST', '/api/tune', { section, server: $('u-server').value.trim(), profile: $('u-profile').value, detect: $('u-detect').checked });
+  if (!r.ok) { $('u-err').textContent = r.data.error || ('HTTP ' + r.status); return; }
+  renderTune(r.data);
+});
+
+$('u-cancel').addEventListener('click', async () => {
+  const r = await api('POST', '/api/tune', { cancel: true });
+  if (r.ok) renderTune(r.data);
+});
+
+$('u-save').addEventListener('click', async () => {
+  $('u-save-err').textContent = ''; $('u-saved').textContent = 'Saving…';
+  $('u-save').disabled = true;
+  const r = await api('POST', '/api/tune/save', {});
+  $('u-save').disabled = role !== 'admin';
+  if (!r.ok) {
+    $('u-saved').textContent = '';
+    const msgs = (r.data.errors || [{ message: r.data.error || ('HTTP ' + r.status) }]).map((e) => e.message);
+    if (r.data.rolled_back) msgs.push('The previous settings were restored.');
+    $('u-save-err').textContent = msgs.join('\n');
+    return;
+  }
+  await loadTune();
+  await loadConfig();
+  loadStatus();
 });
 
 // ---- start ------------------------------------------------------------------
