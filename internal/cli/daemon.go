@@ -71,7 +71,12 @@ recipe, last error, drift) with live counters, cake's per-tin statistics
 and a short history; a form for every option (link presets, diffserv,
 per-host fairness, ack-filter) checked like 'sqm start' and written back
 with comments kept, then applied (the old file is put back if the kernel
-refuses); a bufferbloat test against --test-server. A bare PORT listens on
+refuses); a bufferbloat test against --test-server; and sqm tune on a
+section against the same server (its progress, the chosen rates, every
+point and the trade-off plot), whose rates "Save these rates" writes into
+the section as sqm tune writes them and applies. While a tune from the page
+runs it holds the state lock: the daemon's own operations are skipped
+(logged) and the config is reloaded when it ends. A bare PORT listens on
 127.0.0.1; the wildcard address and the shaped interfaces' addresses are
 refused. Logins are the --http-users file's lines ("admin HASH" or "read
 HASH", from sqm passwd). Prometheus metrics are at /metrics without login.
