@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router clean install install-openwrt fresh-check bench-tune
+.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router clean install install-openwrt fresh-check bench-tune bench-policer
 
 all: build
 
@@ -98,6 +98,13 @@ clean:
 # On a shared machine: flock /tmp/sqm-vm.lock make bench-tune
 bench-tune: build
 	$(GO) run ./tools/tunebench -sqm bin/sqm -out bench-out/tune
+
+# Issue 13's burst question: the police bucket and codel_police's hard
+# limit swept against cake on an IFB in `sqm lab --vm --mode rrul`, three
+# lines (tools/policersweep); about 2 minutes of VM time per run, 11 runs
+# a line. Each run takes the VM lock itself. Not part of `make test`.
+bench-policer: build
+	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer
 
 # `make demo` and `make test` as a newcomer runs them: on a fresh Debian 12
 # root (debootstrap, cached), Go copied in, HEAD cloned, as root in a
