@@ -29,25 +29,31 @@ type Counters struct {
 	// NonIP: packets neither IPv4 nor IPv6 (ARP, ...), never signalled or
 	// dropped; also counted in Passed.
 	NonIP uint64 `json:"non_ip_packets"`
+	// SparedLimit: packets of flows below the average (flow-aware mode)
+	// let through past the hard limit (up to twice it); also counted in
+	// Passed or Marked.
+	SparedLimit uint64 `json:"spared_limit_packets"`
 }
 
 // counterSlots is C_NR in codel_police.c.
-const counterSlots = 10
+const counterSlots = 11
 
 func (c *Counters) slots() []*uint64 {
 	return []*uint64{&c.Passed, &c.PassedBytes, &c.Marked, &c.MarkedBytes, &c.DroppedSignal, &c.DroppedSignalBytes,
-		&c.DroppedLimit, &c.DroppedLimitBytes, &c.Spared, &c.NonIP}
+		&c.DroppedLimit, &c.DroppedLimitBytes, &c.Spared, &c.NonIP, &c.SparedLimit}
 }
 
-// sumPerCPU adds up a per-CPU array value: ncpu copies of the counters,
-// each padded to 8 bytes (they are already a multiple of 8).
-func sumPerCPU(b []byte, ncpu int) (Counters, error) {
+// sumPerCPU adds up a per-CPU array value: ncpu copies of the program's
+// slots counters, each padded to 8 bytes (they are already a multiple of
+// 8). A program of another sqm version may have fewer slots (they are
+// only appended: the missing ones read 0) or more (ignored).
+func sumPerCPU(b []byte, ncpu, slots int) (Counters, error) {
 	var c Counters
-	size := counterSlots * 8
-	if len(b) != size*ncpu {
-		return c, fmt.Errorf("codel_police counters: %d bytes for %d CPUs, want %d", len(b), ncpu, size*ncpu)
+	size := slots * 8
+	if slots < 1 || len(b) != size*ncpu {
+		return c, fmt.Errorf("codel_police counters: %d bytes for %d CPUs of %d slots", len(b), ncpu, slots)
 	}
-	s := c.slots()
+	s := c.slots()[:min(slots, counterSlots)]
 	for cpu := 0; cpu < ncpu; cpu++ {
 		for i := range s {
 			*s[i] += binary.NativeEndian.Uint64(b[cpu*size+8*i:])

@@ -125,24 +125,40 @@ func FuzzParseCPUList(f *testing.F) {
 	})
 }
 
+// TestSumPerCPU: two CPUs' slots added up; a program of an older sqm
+// (fewer slots: the newer ones read 0) and of a newer one (more slots:
+// ignored) are read by the slots they have.
 func TestSumPerCPU(t *testing.T) {
-	b := make([]byte, 2*counterSlots*8)
-	for cpu := 0; cpu < 2; cpu++ {
-		for i := 0; i < counterSlots; i++ {
-			binary.NativeEndian.PutUint64(b[cpu*counterSlots*8+8*i:], uint64(10*cpu+i+1))
+	values := func(slots int) []byte {
+		b := make([]byte, 2*slots*8)
+		for cpu := 0; cpu < 2; cpu++ {
+			for i := 0; i < slots; i++ {
+				binary.NativeEndian.PutUint64(b[cpu*slots*8+8*i:], uint64(10*cpu+i+1))
+			}
+		}
+		return b
+	}
+	all := Counters{Passed: 12, PassedBytes: 14, Marked: 16, MarkedBytes: 18, DroppedSignal: 20, DroppedSignalBytes: 22,
+		DroppedLimit: 24, DroppedLimitBytes: 26, Spared: 28, NonIP: 30, SparedLimit: 32}
+	older := all
+	older.SparedLimit = 0
+	for _, c := range []struct {
+		slots int
+		want  Counters
+	}{{counterSlots, all}, {counterSlots - 1, older}, {counterSlots + 3, all}} {
+		got, err := sumPerCPU(values(c.slots), 2, c.slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%d slots: sum = %+v, want %+v", c.slots, got, c.want)
 		}
 	}
-	c, err := sumPerCPU(b, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Counters{Passed: 12, PassedBytes: 14, Marked: 16, MarkedBytes: 18, DroppedSignal: 20, DroppedSignalBytes: 22,
-		DroppedLimit: 24, DroppedLimitBytes: 26, Spared: 28, NonIP: 30}
-	if c != want {
-		t.Errorf("sum = %+v, want %+v", c, want)
-	}
-	if _, err := sumPerCPU(b[:8], 2); err == nil {
+	if _, err := sumPerCPU(values(counterSlots)[:8], 2, counterSlots); err == nil {
 		t.Error("short value accepted")
+	}
+	if _, err := sumPerCPU(nil, 2, 0); err == nil {
+		t.Error("no slots accepted")
 	}
 }
 

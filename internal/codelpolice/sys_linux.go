@@ -290,14 +290,17 @@ func ReadCounters(progID uint32) (Counters, error) {
 			unix.Close(mfd)
 			continue
 		}
-		c, err := readPerCPU(mfd)
+		// The slots the program has: a program loaded by another sqm
+		// version may have fewer (slots are only ever appended) or more.
+		slots := int(binary.NativeEndian.Uint32(info[12:])) / 8
+		c, err := readPerCPU(mfd, slots)
 		unix.Close(mfd)
 		return c, err
 	}
 	return Counters{}, fmt.Errorf("codel_police: program %d has no counters map", progID)
 }
 
-func readPerCPU(fd int) (Counters, error) {
+func readPerCPU(fd, slots int) (Counters, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
 	if err != nil {
 		return Counters{}, fmt.Errorf("codel_police counters: %w", err)
@@ -306,11 +309,11 @@ func readPerCPU(fd int) (Counters, error) {
 	if err != nil {
 		return Counters{}, fmt.Errorf("codel_police counters: %w", err)
 	}
-	val := make([]byte, counterSlots*8*ncpu)
+	val := make([]byte, slots*8*ncpu)
 	if err := mapLookup(fd, make([]byte, 4), val); err != nil {
 		return Counters{}, fmt.Errorf("codel_police counters: %w", err)
 	}
-	return sumPerCPU(val, ncpu)
+	return sumPerCPU(val, ncpu, slots)
 }
 
 // LoadedPrograms lists the ids of every loaded program named

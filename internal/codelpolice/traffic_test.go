@@ -115,7 +115,7 @@ func sub(a, b codelpolice.Counters) codelpolice.Counters {
 		Marked: a.Marked - b.Marked, MarkedBytes: a.MarkedBytes - b.MarkedBytes,
 		DroppedSignal: a.DroppedSignal - b.DroppedSignal, DroppedSignalBytes: a.DroppedSignalBytes - b.DroppedSignalBytes,
 		DroppedLimit: a.DroppedLimit - b.DroppedLimit, DroppedLimitBytes: a.DroppedLimitBytes - b.DroppedLimitBytes,
-		Spared: a.Spared - b.Spared, NonIP: a.NonIP - b.NonIP,
+		Spared: a.Spared - b.Spared, NonIP: a.NonIP - b.NonIP, SparedLimit: a.SparedLimit - b.SparedLimit,
 	}
 }
 
@@ -550,6 +550,54 @@ func TestFlowAwareHostKernel(t *testing.T) {
 				}
 			} else if thin.ce.Load() == 0 || r.d.Spared != 0 {
 				t.Errorf("flow-blind: the thin flow got no CE marks (%d spared)", r.d.Spared)
+			}
+		})
+	}
+}
+
+// TestThinAtLimitHostKernel: an unresponsive bulk flow at twice the rate
+// holds the virtual queue at the hard limit, and a thin flow at 4 % of the
+// rate (a call's packets) arrives at random moments. Flow-aware, the thin
+// flow's packets pass past the limit (SparedLimit) and it loses none of
+// them; flow-blind, the same run drops the thin flow's packets at the
+// limit about as often as the bulk flow's (half of them), which shows the
+// check can fail. Neither flow is ECN-capable, so CoDel's signals are
+// drops too, and flow-aware they go to the bulk flow.
+func TestThinAtLimitHostKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	thinAtLimit(t)
+}
+
+// TestVMThinAtLimit is TestThinAtLimitHostKernel on the VM's kernel (6.1).
+func TestVMThinAtLimit(t *testing.T) {
+	testutil.RequireVM(t)
+	thinAtLimit(t)
+}
+
+func thinAtLimit(t *testing.T) {
+	for _, mode := range []string{"flows", "flowblind"} {
+		t.Run(mode, func(t *testing.T) {
+			l := newLink(t, false, func(q *config.Queue) { q.IQdiscOpts = mode })
+			bulk := &flow{pps: 2000}
+			thin := &flow{pps: 40}
+			l.open(t, bulk, 7004)
+			l.open(t, thin, 7005)
+			warm(t, l, bulk, thin)
+			before, ipBefore := l.snapshot(t)
+			l.blast(t, before, func(d codelpolice.Counters) bool { return thin.sent >= 200 && d.DroppedLimit >= 1000 }, bulk, thin)
+			r := l.settle(t, before, ipBefore, bulk, thin)
+			lost := thin.sent - int(thin.received.Load())
+			t.Logf("bulk: sent %d, received %d; thin: sent %d, received %d; counters %+v", bulk.sent, bulk.received.Load(), thin.sent, thin.received.Load(), r.d)
+			r.check(t)
+			if r.d.DroppedLimit < 1000 || thin.sent < 200 {
+				t.Fatalf("the run did not hold the limit long enough: %d limit drops, %d thin packets sent", r.d.DroppedLimit, thin.sent)
+			}
+			if mode == "flows" {
+				if lost != 0 || r.d.SparedLimit == 0 {
+					t.Errorf("flow-aware: the thin flow lost %d of %d packets, %d spared at the limit; want none lost and some spared", lost, thin.sent, r.d.SparedLimit)
+				}
+			} else if lost < thin.sent/10 || r.d.SparedLimit != 0 {
+				t.Errorf("flow-blind: the thin flow lost %d of %d packets (%d spared at the limit); want at least a tenth lost, none spared", lost, thin.sent, r.d.SparedLimit)
 			}
 		})
 	}

@@ -13,7 +13,9 @@
 // pass, the others are dropped. Past a hard limit packets are dropped
 // outright. In flow-aware mode a due signal is deferred past packets of
 // flows that sent less than the average flow recently, so a bulk flow
-// takes the signals before a call does.
+// takes the signals before a call does; and those thin flows' packets
+// still pass past the hard limit, up to twice it, since what decides
+// whether a call's packet is lost at the limit is only when it arrives.
 //
 // Shared state is updated without locks (cls_bpf runs on every CPU at
 // once): the debt grows with atomic adds; the CoDel state may lose an
@@ -123,6 +125,7 @@ enum {
 	C_DROP_LIMIT_BYTES,
 	C_SPARED,	    // a due signal passed over a flow below the average
 	C_OTHER_PKTS,	    // not IPv4/IPv6: counted in the debt, never signalled or dropped
+	C_SPARED_LIMIT,	    // a thin flow's packet passed past the hard limit
 	C_NR,
 };
 
@@ -231,15 +234,9 @@ int codel_police(struct __sk_buff *skb)
 	}
 	__u64 delay = vq - now;
 
-	// Past the hard limit, drop. Not ARP and the like: they are few, and
-	// losing them would cut the link off rather than slow a sender down.
-	if (delay > cfg->limit_ns && ip) {
-		cnt->v[C_DROP_LIMIT_PKTS]++;
-		cnt->v[C_DROP_LIMIT_BYTES] += len;
-		return TC_ACT_SHOT;
-	}
-
 	// Flow-aware bookkeeping: bytes per epoch, globally and per flow.
+	// It counts what flows offer, dropped packets included: a flow held
+	// at the limit is still the heavy one.
 	int spare = 0;
 	if ((cfg->flags & F_FLOWS) && ip) {
 		__u64 epoch = now / cfg->interval_ns;
@@ -289,6 +286,21 @@ int codel_police(struct __sk_buff *skb)
 					spare = 1;
 			}
 		}
+	}
+
+	// Past the hard limit, drop, except a thin flow's packet (flow-aware)
+	// while the delay is within twice the limit: thin flows add little
+	// debt, and a bulk flow held at the limit would otherwise take a
+	// call's packets down with its own. Not ARP and the like either: they
+	// are few, and losing them would cut the link off rather than slow a
+	// sender down.
+	if (delay > cfg->limit_ns && ip) {
+		if (!spare || delay > 2 * cfg->limit_ns) {
+			cnt->v[C_DROP_LIMIT_PKTS]++;
+			cnt->v[C_DROP_LIMIT_BYTES] += len;
+			return TC_ACT_SHOT;
+		}
+		cnt->v[C_SPARED_LIMIT]++;
 	}
 
 	// CoDel's decision on the virtual delay. Below target, or with less
