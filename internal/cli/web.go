@@ -167,7 +167,7 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 	}()
 }
 
-var errPageTune = errors.New("a tune from the web page holds the shaping until it ends; the daemon reloads the config then")
+var errPageTune = fmt.Errorf("%w: a tune from the web page holds the shaping until it ends; the daemon reloads the config then", service.ErrDeferred)
 
 // lockAroundTune is the daemon's lock while the page may tune. A tune
 // holds the state lock for minutes; the daemon's operations (the drift

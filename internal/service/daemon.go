@@ -379,10 +379,20 @@ func (d *Daemon) check() {
 	}, false)
 }
 
+// ErrDeferred, wrapped by a Lock error, says the shaping is held on
+// purpose (a tune from the web page) by something that reloads when it is
+// done: the skipped operation is logged as information, not an error.
+var ErrDeferred = errors.New("deferred")
+
 // locked runs op under the lock and logs its outcomes: every change, and
 // unchanged ones only when verbose (at start).
 func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool) ([]Outcome, error) {
 	unlock, err := d.Lock()
+	if errors.Is(err, ErrDeferred) {
+		d.log().Info(what+" deferred", "why", err)
+		d.record(nil, err)
+		return nil, err
+	}
 	if err != nil {
 		d.log().Error(what+" skipped", "err", err)
 		d.record(nil, err)

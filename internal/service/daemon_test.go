@@ -337,3 +337,29 @@ func TestDaemonShutdownIsNotAnError(t *testing.T) {
 		t.Errorf("shutdown logged an error:\n%s", lb)
 	}
 }
+
+// TestDaemonDeferredIsNotAnError: a Lock refused with ErrDeferred (a tune
+// from the page holds the shaping) skips the operation, logs it as
+// information and records it for the page; another Lock error is an error.
+func TestDaemonDeferredIsNotAnError(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		level string
+	}{
+		{fmt.Errorf("%w: tuning", ErrDeferred), "level=INFO msg=\"reload deferred\""},
+		{errors.New("lock: timeout"), "level=ERROR msg=\"reload skipped\""},
+	} {
+		k := newFake("eth0")
+		svc, lb := newService(t, k)
+		d := &Daemon{Svc: svc, Log: svc.Log, Lock: func() (func(), error) { return nil, c.err }}
+		if _, err := d.locked("reload", func() ([]Outcome, error) { t.Fatal("ran without the lock"); return nil, nil }, false); !errors.Is(err, c.err) {
+			t.Errorf("locked: %v; want %v", err, c.err)
+		}
+		if !strings.Contains(lb.String(), c.level) {
+			t.Errorf("%v: log lacks %s:\n%s", c.err, c.level, lb)
+		}
+		if last := d.Last(); !errors.Is(last.Err, c.err) {
+			t.Errorf("%v: last outcome's error %v", c.err, last.Err)
+		}
+	}
+}
