@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sqm/internal/bloat"
@@ -61,7 +62,7 @@ type webPage struct {
 	ln    net.Listener
 	conn  *kernel.Conn
 	// tuning is set while a tune from the page holds the state lock.
-	tuning heldFlag
+	tuning atomic.Bool
 }
 
 // prepareWeb checks --http (refusing the wildcard and the shaped
@@ -103,7 +104,7 @@ func (p *webPage) close() {
 	if p.conn == nil {
 		p.ln.Close()
 	}
-	for end := time.Now().Add(30 * time.Second); p.tuning.get() && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); p.tuning.Load() && time.Now().Before(end); {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -177,9 +178,9 @@ var errPageTune = fmt.Errorf("%w: a tune from the web page holds the shaping unt
 // they would have. Once ctx ends the daemon is stopping and the tune is
 // being cancelled: then lock waits as always, so the stop-on-exit comes
 // after the tune's restore rather than being skipped.
-func lockAroundTune(ctx context.Context, lock func() (func(), error), tuning *heldFlag) func() (func(), error) {
+func lockAroundTune(ctx context.Context, lock func() (func(), error), tuning *atomic.Bool) func() (func(), error) {
 	return func() (func(), error) {
-		if tuning.get() && ctx.Err() == nil {
+		if tuning.Load() && ctx.Err() == nil {
 			return nil, errPageTune
 		}
 		return lock()

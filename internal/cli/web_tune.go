@@ -3,11 +3,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"io"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"sqm/internal/tune"
 	"sqm/internal/web"
@@ -30,7 +31,7 @@ func webTuneArgs(cfgPath, stateDir string, req web.TuneRequest) []string {
 // the progress going to the page (Line, Step) instead of stderr. held is
 // set while the run holds the state lock; after it, reapply has the
 // daemon reload the config, doing what it skipped meanwhile.
-func webTune(env *Env, cfgPath, stateDir string, held *heldFlag, reapply func() error) func(context.Context, web.TuneRequest) (*tune.Result, error) {
+func webTune(env *Env, cfgPath, stateDir string, held *atomic.Bool, reapply func() error) func(context.Context, web.TuneRequest) (*tune.Result, error) {
 	return func(ctx context.Context, req web.TuneRequest) (*tune.Result, error) {
 		fs := flag.NewFlagSet("tune", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -45,9 +46,9 @@ func webTune(env *Env, cfgPath, stateDir string, held *heldFlag, reapply func() 
 			return nil, err
 		}
 		job.o.Progress, job.o.OnStep = req.Line, req.Step
-		held.set(true)
+		held.Store(true)
 		out, err := job.run(ctx, penv, fs)
-		held.set(false)
+		held.Store(false)
 		if rerr := reapply(); rerr != nil && req.Line != nil {
 			req.Line("daemon reload after the tune: " + rerr.Error())
 		}
@@ -64,7 +65,7 @@ type lineWriter struct {
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	for {
-		i := strings.IndexByte(string(w.buf), '\n')
+		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			return len(p), nil
 		}
@@ -74,12 +75,3 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.buf = w.buf[i+1:]
 	}
 }
-
-// heldFlag says a page tune holds the state lock.
-type heldFlag struct {
-	mu sync.Mutex
-	on bool
-}
-
-func (h *heldFlag) set(v bool) { h.mu.Lock(); h.on = v; h.mu.Unlock() }
-func (h *heldFlag) get() bool  { h.mu.Lock(); defer h.mu.Unlock(); return h.on }

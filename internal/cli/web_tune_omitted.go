@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"sync/atomic"
 
 	"sqm/internal/tune"
 	"sqm/internal/web"
@@ -11,11 +12,6 @@ import (
 
 // A build with the page but without the tester (-tags sqm_notest) has no
 // sqm tune: the page's Tune hook stays nil and the page offers no tuning.
-func webTune(*Env, string, string, *heldFlag, func() error) func(context.Context, web.TuneRequest) (*tune.Result, error) {
+func webTune(*Env, string, string, *atomic.Bool, func() error) func(context.Context, web.TuneRequest) (*tune.Result, error) {
 	return nil
 }
-
-type heldFlag struct{}
-
-func (*heldFlag) set(bool)  {}
-func (*heldFlag) get() bool { return false }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func runPageTune(t *testing.T, ctx context.Context, link *simTuneLink, req web.T
 		t.Fatal(err)
 	}
 	pt := &pageTune{}
-	var held heldFlag
+	var held atomic.Bool
 	daemonLock := lockAroundTune(context.Background(), func() (func(), error) { return func() {}, nil }, &held)
 	old := openTuneLink
 	t.Cleanup(func() { openTuneLink = old })
@@ -58,7 +59,7 @@ func runPageTune(t *testing.T, ctx context.Context, link *simTuneLink, req web.T
 	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(string) string { return "" }}
 	hook := webTune(env, path, filepath.Join(dir, "run"), &held, func() error { pt.reapply++; return nil })
 	res, err := hook(ctx, req)
-	if held.get() {
+	if held.Load() {
 		t.Error("the lock is still marked held after the tune")
 	}
 	if _, err := daemonLock(); err != nil {
@@ -181,7 +182,7 @@ func TestWebTuneCancel(t *testing.T) {
 func TestLockAroundTune(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var held heldFlag
+	var held atomic.Bool
 	calls := 0
 	lock := lockAroundTune(ctx, func() (func(), error) { calls++; return func() {}, nil }, &held)
 	for _, tc := range []struct {
@@ -193,7 +194,7 @@ func TestLockAroundTune(t *testing.T) {
 		{false, false, false},
 		{true, true, false},
 	} {
-		held.set(tc.held)
+		held.Store(tc.held)
 		if tc.stopping {
 			cancel()
 		}
