@@ -65,6 +65,8 @@ The settings can also be given in the config file, in a section
   	option http '8080'          # --http (loopback unless a LAN address is named)
   	option http_users '/etc/sqm/web-users'  # --http-users
   	option test_server '192.0.2.7'          # --test-server
+  	option http_cert '/etc/uhttpd.crt'      # --http-cert: HTTPS (PEM or DER)
+  	option http_key '/etc/uhttpd.key'       # --http-key
 
 The web page (--http ADDR): the queues at a glance (applied, link up, rates,
 recipe, last error, drift) with live counters, cake's per-tin statistics
@@ -79,7 +81,8 @@ runs it holds the state lock: the daemon's own operations are skipped
 (logged) and the config is reloaded when it ends. A bare PORT listens on
 127.0.0.1; the wildcard address and the shaped interfaces' addresses are
 refused. Logins are the --http-users file's lines ("admin HASH" or "read
-HASH", from sqm passwd). Prometheus metrics are at /metrics without login.
+HASH", from sqm passwd). With --http-cert and --http-key the page is HTTPS
+only (and its session cookie Secure); OpenWrt's uhttpd pair will do. Prometheus metrics are at /metrics without login.
 
 Example:
 
@@ -239,6 +242,8 @@ func daemonOptions() []struct{ option, flag, kind string } {
 		{"log_level", "log-level", "string"},
 		{"http", "http", "string"},
 		{"http_users", "http-users", "string"},
+		{"http_cert", "http-cert", "string"},
+		{"http_key", "http-key", "string"},
 		{"test_server", "test-server", "string"},
 	}
 }

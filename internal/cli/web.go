@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +33,8 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("http", "", "serve the web page on ADDR (PORT or :PORT: loopback; HOST:PORT: a LAN address, never the WAN's)")
 	fs.String("http-users", "/etc/sqm/web-users", "file with the page's logins (ROLE HASH lines; make them with sqm passwd)")
 	fs.String("test-server", "", "the 'sqm server' the page's bufferbloat test uses by default (host[:port])")
+	fs.String("http-cert", "", "serve the page over HTTPS with this certificate `file` (PEM or DER; with --http-key; e.g. uhttpd's /etc/uhttpd.crt)")
+	fs.String("http-key", "", "the certificate's private key `file` (PEM or DER; e.g. /etc/uhttpd.key)")
 }
 
 // webStatusDoc is the page's status: `sqm status --json`'s document plus
@@ -89,9 +92,26 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
 	}
+	certFile, keyFile := flagString(fs, "http-cert"), flagString(fs, "http-key")
+	var tlsConf *tls.Config
+	switch {
+	case (certFile == "") != (keyFile == ""):
+		return nil, usageError("--http-cert and --http-key go together")
+	case certFile != "":
+		cert, err := web.LoadCert(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--http-cert/--http-key: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
+	}
+	if tlsConf != nil {
+		// The session cookie is then marked Secure (web.Server sets it
+		// when the request came over TLS).
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
 }
@@ -159,7 +179,11 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 		Store: d.Svc.Store, Kernel: lockedStatus{conn, &connMu}, Build: metrics.DefaultBuild(Version),
 		LastTest: func() *metrics.TestResult { return testMetric(srv.LastResult()) },
 	})
-	log.Info("web page listening", "addr", p.ln.Addr().String())
+	scheme := "http"
+	if flagString(p.fs, "http-cert") != "" {
+		scheme = "https"
+	}
+	log.Info("web page listening", "addr", p.ln.Addr().String(), "scheme", scheme)
 	go func() {
 		defer conn.Close()
 		if err := srv.Serve(ctx, p.ln); err != nil {

@@ -17,6 +17,8 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("http", "", "not in this build (built with -tags sqm_noweb)")
 	fs.String("http-users", "", "not in this build (built with -tags sqm_noweb)")
 	fs.String("test-server", "", "not in this build (built with -tags sqm_noweb)")
+	fs.String("http-cert", "", "not in this build (built with -tags sqm_noweb)")
+	fs.String("http-key", "", "not in this build (built with -tags sqm_noweb)")
 }
 
 type webPage struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -81,6 +82,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// The server's own complaints (a LAN scanner's broken TLS
+		// handshake, a client gone mid-request) are no daemon errors.
+		ErrorLog: slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
 	}
 	done := make(chan struct{})
 	go func() {
