@@ -106,12 +106,26 @@ func WriteTable(w io.Writer, r *Result) error {
 	return err
 }
 
+// Chosen says whether p measured what r chose: the rate chosen for its
+// direction, or with both loaded the chosen pair. A stale point (measured
+// before the line changed) and an unshaped one are not.
+func (r *Result) Chosen(p Point) bool {
+	if p.Stale || p.Rate() <= 0 {
+		return false
+	}
+	switch p.Dir {
+	case Down:
+		return p.DownKbit == r.DownloadKbit
+	case Up:
+		return p.UpKbit == r.UploadKbit
+	}
+	return p.DownKbit == r.DownloadKbit && p.UpKbit == r.UploadKbit
+}
+
 // remark is the last column: why the point is there and how it judged.
 func remark(r *Result, p Point) string {
 	var s []string
-	chosen := (p.Dir == Down && p.Rate() == r.DownloadKbit) || (p.Dir == Up && p.Rate() == r.UploadKbit) ||
-		(p.Dir == Both && p.DownKbit == r.DownloadKbit && p.UpKbit == r.UploadKbit)
-	if chosen && !p.Stale && p.Rate() > 0 {
+	if r.Chosen(p) {
 		s = append(s, "<- chosen")
 	}
 	if !p.Pass {

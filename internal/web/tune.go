@@ -112,14 +112,9 @@ func tuneSummary(r *tune.Result) *tuneReply {
 		Seconds: r.Seconds, IdleMedianMs: r.Idle.MedianMs, CapDownKbit: r.CapacityDownKbit, CapUpKbit: r.CapacityUpKbit,
 		Points: []tunePoint{}, Notes: r.Notes}
 	for _, p := range r.Points {
-		// Marked as sqm tune's table marks it: the rate chosen per
-		// direction, and the pair chosen with both loaded.
-		chosen := !p.Stale && ((p.Dir == tune.Down && p.DownKbit > 0 && p.DownKbit == r.DownloadKbit) ||
-			(p.Dir == tune.Up && p.UpKbit > 0 && p.UpKbit == r.UploadKbit) ||
-			(p.Dir == tune.Both && p.DownKbit == r.DownloadKbit && p.UpKbit == r.UploadKbit))
 		out.Points = append(out.Points, tunePoint{Role: p.Role, Dir: string(p.Dir), DownKbit: p.DownKbit, UpKbit: p.UpKbit,
 			GoodDownKbit: p.GoodputDownKbit, GoodUpKbit: p.GoodputUpKbit, InducedMs: p.InducedMs, StartInducedMs: p.StartInducedMs,
-			P90Ms: p.Latency.P90Ms, Grade: p.Grade, Pass: p.Pass, Stale: p.Stale, Chosen: chosen})
+			P90Ms: p.Latency.P90Ms, Grade: p.Grade, Pass: p.Pass, Stale: p.Stale, Chosen: r.Chosen(p)})
 	}
 	return out
 }
