@@ -30,7 +30,9 @@ func selfSigned(t testing.TB, key crypto.Signer) []byte {
 	return der
 }
 
-func pemOf(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 // TestParseKeyPair: PEM and DER certificates with PKCS #8, SEC 1 and
 // PKCS #1 keys in either form (uhttpd's pair is one of these), and the
