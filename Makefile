@@ -101,7 +101,7 @@ bench-tune: build
 
 # Issue 13's burst question: the police bucket and codel_police's hard
 # limit swept against cake on an IFB in `sqm lab --vm --mode rrul`, three
-# lines (tools/policersweep); about 2 minutes of VM time per run, 11 runs
+# lines (tools/policersweep); 1 to 3 minutes of VM time per run, 11 runs
 # a line. Each run takes the VM lock itself. Not part of `make test`.
 bench-policer: build
 	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer
