@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -90,20 +89,8 @@ func (r *replay) packetRows(t *testing.T) []string {
 // the form's cake controls and link presets, written into the file as
 // eqdisc_opts/iqdisc_opts words and tcMPU.
 func TestBrowserCake(t *testing.T) {
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("needs Debian's chromium (apt-get install chromium; scripts/setup.sh installs it)")
-	}
-	if testing.Short() {
-		t.Skip("starts a browser; skipped with -short")
-	}
-	shots := os.Getenv("SQM_WEB_ARTIFACTS")
-	if shots == "" {
-		if shots, err = os.MkdirTemp("", "sqm-web-shots-"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(t, os.MkdirAll(shots, 0o755))
+	chrome := chromiumOrSkip(t)
+	shots := shotsDir(t)
 	cfg := filepath.Join(t.TempDir(), "sqm")
 	must(t, os.WriteFile(cfg, []byte(cakeConfig), 0o644))
 	h, _ := web.HashPassword(adminPass)
@@ -120,20 +107,8 @@ func TestBrowserCake(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			shot(ctx, t, shots, "failed-cake-"+strings.ReplaceAll(what, " ", "-"))
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	ctx := newBrowser(t, chrome, 2*time.Minute)
+	do := (&page{t: t, ctx: ctx, shots: shots}).do
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
 		chromedp.SendKeys(css("#password"), adminPass), chromedp.Click(css("#login-form button")),

@@ -55,25 +55,10 @@ const (
 // named in the log; they are kept after the test.
 func TestBrowser(t *testing.T) {
 	testutil.RequireRoot(t)
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("needs Debian's chromium (apt-get install chromium; scripts/setup.sh installs it)")
-	}
-	if testing.Short() {
-		t.Skip("builds sqm and starts a browser; skipped with -short")
-	}
+	chrome := chromiumOrSkip(t)
 	dir := t.TempDir()
 	bin := buildSQM(t, dir)
-	shots := os.Getenv("SQM_WEB_ARTIFACTS")
-	if shots == "" {
-		shots, err = os.MkdirTemp("", "sqm-web-shots-")
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := shotsDir(t)
 	t.Logf("screenshots in %s", shots)
 
 	router := netns.NewT(t, "webr")
@@ -125,56 +110,13 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("change without login: %d; want 401", code)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("no-proxy-server", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	// Start the browser on ctx itself: the first Do binds it to its context.
+	ctx := newBrowser(t, chrome, 3*time.Minute)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
 
-	fail := func(what string, err error) {
-		t.Helper()
-		shot(ctx, t, shots, "failed-"+strings.ReplaceAll(what, " ", "-"))
-		t.Fatalf("%s: %v\ndaemon log:\n%s", what, err, daemonLog.String())
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			fail(what, err)
-		}
-	}
-	// text and visible look elements up inside one JavaScript evaluation:
-	// the status card is rebuilt every second, and a node chromedp found
-	// in one round trip may be gone by the next.
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(e => e ? e.textContent : '<missing>')(document.querySelector(%q))`, sel)))
-		if err != nil {
-			fail("text of "+sel, err)
-		}
-		return strings.TrimSpace(v)
-	}
-	truth := func(expr string) bool {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-		if err != nil {
-			fail(expr, err)
-		}
-		return v
-	}
-	waitTrue := func(what, expr string, d time.Duration) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d))); err != nil {
-			fail(what, err)
-		}
-	}
+	pg := &page{t: t, ctx: ctx, shots: shots, log: func() string { return "daemon log:\n" + daemonLog.String() }}
+	fail, do, text, truth, waitTrue := pg.fail, pg.do, pg.text, pg.truth, pg.waitTrue
 	// setv sets a field as a user would leave it: value, then input and
 	// change events (the form listens for change on selects).
 	setv := func(sel, v string) chromedp.Action[chromedp.Void] {
@@ -377,9 +319,14 @@ func TestBrowser(t *testing.T) {
 
 // waitVisible waits until an element matching sel is rendered.
 func waitVisible(sel string) chromedp.Action[chromedp.Void] {
+	return waitVisibleFor(sel, 30*time.Second)
+}
+
+// waitVisibleFor waits at most d until an element matching sel is rendered.
+func waitVisibleFor(sel string, d time.Duration) chromedp.Action[chromedp.Void] {
 	js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden')`, sel)
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
+		_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(d))(ctx, tg)
 		if err != nil {
 			err = fmt.Errorf("waiting for %s to be visible: %w", sel, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -59,21 +58,9 @@ func (l slowLink) Load(ctx context.Context, d tune.Dir) (tune.Measurement, error
 // ADSL line (a real tune takes minutes; the cli tests show the hook the
 // daemon installs is sqm tune itself), so this needs no root.
 func TestBrowserTune(t *testing.T) {
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("needs Debian's chromium (apt-get install chromium; scripts/setup.sh installs it)")
-	}
-	if testing.Short() {
-		t.Skip("starts a browser; skipped with -short")
-	}
+	chrome := chromiumOrSkip(t)
 	dir := t.TempDir()
-	shots := os.Getenv("SQM_WEB_ARTIFACTS")
-	if shots == "" {
-		if shots, err = os.MkdirTemp("", "sqm-web-shots-"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(t, os.MkdirAll(shots, 0o755))
+	shots := shotsDir(t)
 	t.Logf("screenshots in %s", shots)
 
 	cfg := filepath.Join(dir, "sqm")
@@ -110,51 +97,12 @@ func TestBrowserTune(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("no-proxy-server", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	ctx := newBrowser(t, chrome, 2*time.Minute)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	fail := func(what string, err error) {
-		t.Helper()
-		shot(ctx, t, shots, "failed-"+strings.ReplaceAll(what, " ", "-"))
-		t.Fatalf("%s: %v", what, err)
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			fail(what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(e => e ? e.textContent : '<missing>')(document.querySelector(%q))`, sel)))
-		if err != nil {
-			fail("text of "+sel, err)
-		}
-		return strings.TrimSpace(v)
-	}
-	truth := func(expr string) bool {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-		if err != nil {
-			fail(expr, err)
-		}
-		return v
-	}
-	waitTrue := func(what, expr string, d time.Duration) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d))); err != nil {
-			fail(what, err)
-		}
-	}
+	pg := &page{t: t, ctx: ctx, shots: shots}
+	fail, do, text, truth, waitTrue := pg.fail, pg.do, pg.text, pg.truth, pg.waitTrue
 	login := func(pw string) {
 		t.Helper()
 		do("log in",

@@ -231,10 +231,7 @@ func TestVMWebCakeTins(t *testing.T) {
 	// Keep what the page got, for TestBrowserCake (see cakeRecording).
 	rec, err := json.MarshalIndent(raw, "", " ")
 	must(t, err)
-	out := t.TempDir()
-	if fi, err := os.Stat(vm.GuestOutDir); err == nil && fi.IsDir() {
-		out = vm.GuestOutDir
-	}
+	out := outDir(t)
 	must(t, os.WriteFile(filepath.Join(out, "cake-status-vm.json"), rec, 0o644))
 	t.Logf("recording in %s/cake-status-vm.json", out)
 	// The recording the host replays must have the shape the API serves.
@@ -345,6 +342,15 @@ func jsonPaths(doc json.RawMessage) string {
 	return strings.Join(out, "\n")
 }
 
+// outDir is the VM's out directory (tools/vmtest -keep keeps it), or a
+// temporary one when the test runs elsewhere.
+func outDir(t *testing.T) string {
+	if fi, err := os.Stat(vm.GuestOutDir); err == nil && fi.IsDir() {
+		return vm.GuestOutDir
+	}
+	return t.TempDir()
+}
+
 // vmBrowser is a started headless Chromium, or why it did not start.
 type vmBrowser struct {
 	ctx context.Context
@@ -362,15 +368,8 @@ func startVMBrowser(t *testing.T) <-chan vmBrowser {
 		t.Fatalf("no chromium in the VM's root (scripts/setup.sh installs it): %v", err)
 	}
 	home := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(filepath.Join(home, "profile")),
+	ctx := newBrowser(t, chrome, 8*time.Minute, chromedp.UserDataDir(filepath.Join(home, "profile")),
 		chromedp.Env("HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	ctx, cancelT := context.WithTimeout(ctx, 8*time.Minute)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
 	out := make(chan vmBrowser, 1)
 	go func() {
 		start := time.Now()
@@ -395,22 +394,10 @@ func browserSeesTinsMove(t *testing.T, b vmBrowser, base string) {
 		t.Fatalf("start chromium: %v", b.err)
 	}
 	ctx := b.ctx
-	shots := t.TempDir()
-	if fi, err := os.Stat(vm.GuestOutDir); err == nil && fi.IsDir() {
-		shots = vm.GuestOutDir
-	}
+	shots := outDir(t)
 	// Everything is slow under emulation: waits are generous, and only
 	// bound how long a failure takes to show.
-	slowVisible := func(sel string) chromedp.Action[chromedp.Void] {
-		js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.getClientRects().length > 0)`, sel)
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
-			if err != nil {
-				err = fmt.Errorf("waiting for %s: %w", sel, err)
-			}
-			return chromedp.Void{}, err
-		}
-	}
+	slowVisible := func(sel string) chromedp.Action[chromedp.Void] { return waitVisibleFor(sel, 2*time.Minute) }
 	tables := `.queue table.tins`
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), slowVisible("#login-form"),
 		chromedp.SendKeys(chromedp.CSS("#password"), adminPass), chromedp.Click(chromedp.CSS("#login-form button")),
