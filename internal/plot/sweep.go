@@ -98,20 +98,7 @@ func layoutSweep(c canvas, s *Sweep) {
 		ys := niceStep(ymax, 5)
 		ymax = ys * math.Ceil(ymax/ys)
 		p := &panel{x: left + float64(i)*(pw+gap), y: top, w: pw, h: ph, x0: math.Log10(xlo), x1: math.Log10(xhi), y0: 0, y1: ymax}
-		c.rect(p.x, p.y, p.w, p.h, "#ffffff")
-		for v := 0.0; v <= ymax+ys*1e-9; v += ys {
-			y := p.py(v)
-			c.polyline([]pt{{p.x, y}, {p.x + p.w, y}}, colGrid, 1)
-			c.text(p.x-6, y+4, fmtTick(v, ys), 11, anchorEnd, colAxis)
-		}
-		for _, v := range logTicks(xlo, xhi) {
-			x := p.px(math.Log10(v))
-			c.polyline([]pt{{x, p.y}, {x, p.y + p.h}}, colGrid, 1)
-			c.text(x, p.y+p.h+15, fmtTick(v, math.Min(1, v)), 11, anchorMiddle, colAxis)
-		}
-		c.polyline([]pt{{p.x, p.y}, {p.x, p.y + p.h}, {p.x + p.w, p.y + p.h}}, colAxis, 1)
-		c.vtext(p.x-48, p.y+p.h/2, q.label, 12, colAxis)
-		c.text(p.x+p.w/2, p.y+p.h+34, s.XLabel, 12, anchorMiddle, colAxis)
+		p.logAxes(c, ys, xlo, xhi, q.label, s.XLabel)
 		for _, r := range s.Refs {
 			y := p.py(q.y(r.InducedMs, r.GoodputMbit))
 			c.polyline([]pt{{p.x, y}, {p.x + p.w, y}}, "#7f7f7f", 1.5)
