@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"flag"
 	"io"
 	"math/big"
@@ -106,9 +107,27 @@ func TestWebHTTPS(t *testing.T) {
 	}
 	res, err = c.Post("https://"+addr+"/api/login", "application/json", strings.NewReader(`{"password":"https-test"}`))
 	must(err)
+	var login struct {
+		CSRF string `json:"csrf"`
+	}
+	must(json.NewDecoder(res.Body).Decode(&login))
 	res.Body.Close()
 	if ck := res.Header.Get("Set-Cookie"); res.StatusCode != http.StatusOK || !strings.Contains(ck, "Secure") || !strings.Contains(ck, "HttpOnly") {
 		t.Errorf("login over HTTPS: %s, cookie %q; want 200 and a Secure, HttpOnly cookie", res.Status, ck)
+	}
+	// Logout expires the cookie with the same attributes.
+	req, err := http.NewRequest("POST", "https://"+addr+"/api/logout", strings.NewReader("{}"))
+	must(err)
+	req.Header.Set("Content-Type", "application/json")
+	for _, ck := range res.Cookies() {
+		req.AddCookie(ck)
+	}
+	req.Header.Set("X-CSRF-Token", login.CSRF)
+	res, err = c.Do(req)
+	must(err)
+	res.Body.Close()
+	if ck := res.Header.Get("Set-Cookie"); res.StatusCode != http.StatusOK || !strings.Contains(ck, "Max-Age=0") || !strings.Contains(ck, "Secure") {
+		t.Errorf("logout over HTTPS: %s, cookie %q; want 200 and a Secure cookie expired", res.Status, ck)
 	}
 	// Plain HTTP to the same port gets no page.
 	if res, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/"); err == nil {

@@ -227,10 +227,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, ses := s.sessions.create(role)
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	http.SetCookie(w, sessionCookie(r, id))
 	s.log().Info("web login", "remote", r.RemoteAddr, "role", string(role))
 	writeJSON(w, http.StatusOK, sessionReply{role, ses.csrf})
 }
@@ -239,8 +236,20 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 	if c, err := r.Cookie(cookieName); err == nil {
 		s.sessions.drop(c.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	c := sessionCookie(r, "")
+	c.MaxAge = -1
+	http.SetCookie(w, c)
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// sessionCookie carries a session id; login and logout set it with the
+// same attributes, so a browser replaces the one it has (over HTTPS it is
+// Secure both times).
+func sessionCookie(r *http.Request, id string) *http.Cookie {
+	return &http.Cookie{
+		Name: cookieName, Value: id, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	}
 }
 
 func (s *Server) sessionInfo(w http.ResponseWriter, r *http.Request, ses *session) {
