@@ -20,7 +20,7 @@ func TestObjects(t *testing.T) {
 		}
 		want := map[string]mapSpec{
 			"config":   {name: "config", typ: 2, keySize: 4, valueSize: configSize, maxEntries: 1},
-			"state":    {name: "state", typ: 2, keySize: 4, valueSize: 80, maxEntries: 1},
+			"state":    {name: "state", typ: 2, keySize: 4, valueSize: 88, maxEntries: 1},
 			"counters": {name: "counters", typ: 6, keySize: 4, valueSize: counterSlots * 8, maxEntries: 1},
 			"flows":    {name: "flows", typ: 9, keySize: 4, valueSize: 24, maxEntries: 4096},
 		}

@@ -602,3 +602,90 @@ func thinAtLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestCreditHostKernel: time below the rate is saved as credit, up to the
+// limit, as a token bucket saves tokens. After a pause a back-to-back
+// burst of 1.6 limits' worth passes whole (the credit takes one limit, the
+// debt the rest, below the limit); a burst of four limits' worth loses
+// what is past two. Without credit the first burst lost a third of
+// itself at the limit, and the second passed about one limit.
+func TestCreditHostKernel(t *testing.T) {
+	l := newLink(t, false, func(q *config.Queue) { q.IQdiscOpts = "flowblind" })
+	f := &flow{tos: 2}
+	l.open(t, f, 7006)
+	warm(t, l, f)
+	// The limit in the test's frames (the recipe's default at this rate:
+	// 16 full frames of 1514 bytes), as the program charges them (the IP
+	// packet, 1000 bytes).
+	p, err := plan.Build(&config.Queue{Name: "wan", Interface: dev, Enabled: true, Script: "codel_police", Qdisc: "fq_codel", Download: rateKbit}, plan.Env{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := p.Ingress.Hook[0].CodelPolice.Limit
+	perFrame := codelpolice.FrameTime(rateKbit*1000, payload+8+20)
+	frames := int(limit / perFrame)
+	msg := make([]byte, payload)
+	burst := func(n int) run {
+		time.Sleep(4 * limit) // the pause: the credit fills up
+		before, ipBefore := l.snapshot(t)
+		f.sent = 0
+		f.received.Store(0)
+		for range n {
+			if _, err := f.snd.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			f.sent++
+		}
+		r := l.settle(t, before, ipBefore, f)
+		r.check(t)
+		return r
+	}
+	small := frames * 16 / 10
+	if r := burst(small); r.d.DroppedLimit != 0 || r.d.DroppedSignal != 0 {
+		t.Errorf("limit %s (%d frames): a burst of %d after a pause lost %d at the limit, %d to signals; want none", limit, frames, small, r.d.DroppedLimit, r.d.DroppedSignal)
+	}
+	big := frames * 4
+	if r := burst(big); r.recv < uint64(frames*2) || r.recv > uint64(frames*3) || r.d.DroppedLimit != r.sent-r.recv {
+		t.Errorf("limit %s (%d frames): a burst of %d after a pause: %d received, %d lost at the limit; want %d-%d received, the rest lost at the limit", limit, frames, big, r.recv, r.d.DroppedLimit, frames*2, frames*3)
+	}
+}
+
+// TestFallingHostKernel: CoDel's signals hold off while the virtual delay
+// falls. An ECN-capable flow at twice the rate holds the delay at the
+// limit until CoDel marks; then it slows to 95 % of the rate, as senders
+// do once told, and the debt drains at a twentieth of the clock, through
+// the target in about 0.4 s. From 0.1 s into the drain (past the first
+// check, which may still see the limit's last packet) no mark falls; the
+// program before this rule marked about once every 40 ms there.
+func TestFallingHostKernel(t *testing.T) {
+	l := newLink(t, false, func(q *config.Queue) { q.IQdiscOpts = "flowblind" })
+	f := &flow{pps: 2000, tos: 2}
+	l.open(t, f, 7007)
+	warm(t, l, f)
+	before, ipBefore := l.snapshot(t)
+	l.blast(t, before, func(d codelpolice.Counters) bool { return d.Marked >= 5 && d.DroppedLimit > 0 }, f)
+	f.pps = 950
+	var from, to codelpolice.Counters
+	checks := 0
+	l.blast(t, before, func(d codelpolice.Counters) bool {
+		checks++
+		switch checks {
+		case 1:
+			from = d
+		case 4:
+			to = d
+			return true
+		}
+		return false
+	}, f)
+	r := l.settle(t, before, ipBefore, f)
+	r.check(t)
+	drain := sub(to, from)
+	t.Logf("whole run %+v; in the drain %+v", r.d, drain)
+	if r.d.Marked < 5 || r.d.DroppedLimit == 0 {
+		t.Fatalf("the flow at twice the rate did not reach the limit and CoDel's marks: %+v", r.d)
+	}
+	if drain.Marked != 0 || drain.DroppedLimit != 0 || drain.Passed < 250 {
+		t.Errorf("while the delay fell (%d packets passed): %d marked, %d dropped at the limit; want none", drain.Passed, drain.Marked, drain.DroppedLimit)
+	}
+}

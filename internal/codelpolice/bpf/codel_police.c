@@ -6,12 +6,13 @@
 //
 // There is no queue at ingress, so the program keeps a virtual one: the
 // time the link at the configured rate would need to send everything
-// accepted so far (the token debt, read as a delay). A packet that
-// arrives while that delay has stayed above the target for an interval
-// gets a congestion signal, at CoDel's rising frequency (next signal
-// interval/sqrt(count) later): ECN-capable packets are marked CE and
-// pass, the others are dropped. Past a hard limit packets are dropped
-// outright. In flow-aware mode a due signal is deferred past packets of
+// accepted so far (the token debt, read as a delay). Time the link spends
+// below the rate is saved as credit, up to the hard limit, as a token
+// bucket saves tokens. A packet that arrives while that delay has stayed
+// above the target for an interval gets a congestion signal, at CoDel's
+// rising frequency (next signal interval/sqrt(count) later) as long as the
+// delay is not falling: ECN-capable packets are marked CE and pass, the
+// others are dropped. Past a hard limit packets are dropped outright. In flow-aware mode a due signal is deferred past packets of
 // flows that sent less than the average flow recently, so a bulk flow
 // takes the signals before a call does; and those thin flows' packets
 // still pass past the hard limit, up to twice it, since what decides
@@ -84,10 +85,10 @@ static long (*map_update)(void *map, const void *key, const void *value, __u64 f
 // config is written once by the loader; the layout is mirrored in
 // params.go (configBytes).
 struct config {
-	__u64 mult;	   // ns per byte, 16.16 fixed point
+	__u64 mult;	   // ns per byte of IP packet, 16.16 fixed point
 	__u64 target_ns;
 	__u64 interval_ns;
-	__u64 limit_ns;	   // hard limit on the virtual delay
+	__u64 limit_ns;	   // hard limit on the virtual delay, and on the credit
 	__u64 mtu_ns;	   // time to send one full frame: below it, never signal
 	__u32 flags;
 	__u32 l2len;	   // link-layer header in front of IP: 14 (Ethernet) or 0
@@ -95,13 +96,14 @@ struct config {
 
 // state is the virtual queue and the CoDel controller.
 struct state {
-	__u64 vq;	   // virtual finish time: the debt ends here (ns)
+	__u64 vq;	   // virtual finish time: the debt ends here (ns); before now: credit
 	__u64 first_above; // when the delay may first be acted on; 0: below target
 	__u64 signal_next; // next signal while signalling
 	__u32 count;	   // signals in this episode
 	__u32 lastcount;
 	__u32 signalling;
 	__u32 rec_inv_sqrt; // 1/sqrt(count), 0.16 fixed point
+	__u64 signal_delay; // the delay at the last signal, or at the last one held back
 	// Flow-aware mode: bytes and flows seen per interval-long epoch.
 	__u64 epoch;
 	__u64 bytes_cur, bytes_prev;
@@ -190,7 +192,12 @@ int codel_police(struct __sk_buff *skb)
 
 	__u64 now = ktime_get_ns();
 	__u32 len = skb->len;
-	__u64 cost = ((__u64)len * cfg->mult) >> 16;
+	// The IP packet is what costs, as for the plain policer (tc police
+	// charges the length past the link-layer header at ingress): the two
+	// ingress policers pass the same at one rate, on pppoe-wan as on its
+	// Ethernet.
+	__u32 l3len = len > cfg->l2len ? len - cfg->l2len : len;
+	__u64 cost = ((__u64)l3len * cfg->mult) >> 16;
 
 	// Find the IP header: after the link-layer header, and inside a
 	// PPPoE session header when the device is the Ethernet under it.
@@ -226,13 +233,17 @@ int codel_police(struct __sk_buff *skb)
 	}
 
 	// The delay a packet arriving now would see in the virtual queue.
+	// Below the rate the finish time falls behind the clock: that is
+	// credit, kept up to the limit. Without it every moment the senders
+	// spent below the rate (as they do for a while after each signal) was
+	// capacity lost for good, where the plain policer's bucket refills; in
+	// the VM lab that cost about 1 Mbit/s of 50 (docs/codel-police.md).
 	__u64 vq = st->vq;
-	if (vq < now) {
-		// The link is idle: the debt starts afresh from now.
-		st->vq = now;
-		vq = now;
+	if (vq + cfg->limit_ns < now) {
+		vq = now - cfg->limit_ns;
+		st->vq = vq;
 	}
-	__u64 delay = vq - now;
+	__u64 delay = vq > now ? vq - now : 0;
 
 	// Flow-aware bookkeeping: bytes per epoch, globally and per flow.
 	// It counts what flows offer, dropped packets included: a flow held
@@ -318,11 +329,23 @@ int codel_police(struct __sk_buff *skb)
 		if (st->signalling) {
 			if (!ok_to_signal) {
 				st->signalling = 0;
+			} else if (now >= st->signal_next && delay < st->signal_delay) {
+				// The delay has fallen since the last signal: the
+				// senders are slowing down already. A virtual queue
+				// drains only as fast as the arrivals fall below the
+				// rate, slowly when the line upstream is only a little
+				// faster, and CoDel's rising frequency would go on
+				// signalling flows that have answered: each such
+				// signal cost goodput in the VM lab. Hold it back and
+				// look again one signal interval later.
+				st->signal_next = control_law(now, cfg->interval_ns, st->rec_inv_sqrt);
+				st->signal_delay = delay;
 			} else if (now >= st->signal_next) {
 				if (spare) {
 					cnt->v[C_SPARED]++;
 				} else {
 					signal = 1;
+					st->signal_delay = delay;
 					__u32 c = st->count + 1;
 					st->count = c;
 					st->rec_inv_sqrt = newton(st->rec_inv_sqrt, c);
@@ -334,6 +357,7 @@ int codel_police(struct __sk_buff *skb)
 				cnt->v[C_SPARED]++;
 			} else {
 				signal = 1;
+				st->signal_delay = delay;
 				st->signalling = 1;
 				// Resume near the last episode's rate if it ended recently.
 				__u32 delta = st->count - st->lastcount;
