@@ -38,7 +38,7 @@ const (
 // a few packets is not dropped outright. ilimit, when set, replaces it
 // with that many full frames' time at the rate, as it caps fq_codel's
 // queue in packets. The program saves time spent below the rate as credit
-// as deep as the limit, as a policer's bucket is both. ingress_ecn decides between marking and
+// up to half the limit. ingress_ecn decides between marking and
 // dropping ECN-capable packets. iqdisc_opts takes 'flows' (the default:
 // signals go to flows above the average first) or 'flowblind'.
 func (b *builder) codelPolicer(d dir) (*Ingress, error) {

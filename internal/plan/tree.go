@@ -351,8 +351,9 @@ type CodelPolice struct {
 	// stayed above Target for Interval, then at Interval/sqrt(count).
 	Target   time.Duration `json:"target"`
 	Interval time.Duration `json:"interval"`
-	// Limit is the virtual delay past which every packet is dropped, and
-	// the most credit the program saves while arrivals are below the rate.
+	// Limit is the virtual delay past which every packet is dropped; the
+	// program saves up to half of it as credit while arrivals are below
+	// the rate.
 	Limit time.Duration `json:"limit"`
 	// MTU is the largest frame (bytes, link-layer header included): with
 	// less than one frame of debt there is no standing queue to signal.
