@@ -12,8 +12,9 @@
 // above the target for an interval gets a congestion signal, at CoDel's
 // rising frequency (next signal interval/sqrt(count) later) as long as the
 // delay is not falling: ECN-capable packets are marked CE and pass, the
-// others are dropped. Past a hard limit packets are dropped outright. In flow-aware mode a due signal is deferred past packets of
-// flows that sent less than the average flow recently, so a bulk flow
+// others are dropped. Past a hard limit packets are dropped outright. In
+// flow-aware mode a due signal is deferred past packets of flows that
+// sent less than the average flow recently, so a bulk flow
 // takes the signals before a call does; and those thin flows' packets
 // still pass past the hard limit, up to twice it, since what decides
 // whether a call's packet is lost at the limit is only when it arrives.
