@@ -48,8 +48,8 @@ func configBytes(p *plan.CodelPolice, l2len int) ([]byte, error) {
 
 // costMult is the program's per-byte cost (of the IP packet, as tc's
 // police charges at ingress): nanoseconds per byte at the rate in 16.16
-// fixed point, so the program multiplies and shifts instead
-// of dividing per packet.
+// fixed point, so the program multiplies and shifts instead of dividing
+// per packet.
 func costMult(rateBits uint64) uint64 {
 	return (8 * uint64(time.Second) << 16) / rateBits
 }
