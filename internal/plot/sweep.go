@@ -99,22 +99,27 @@ func layoutSweep(c canvas, s *Sweep) {
 		ymax = ys * math.Ceil(ymax/ys)
 		p := &panel{x: left + float64(i)*(pw+gap), y: top, w: pw, h: ph, x0: math.Log10(xlo), x1: math.Log10(xhi), y0: 0, y1: ymax}
 		p.logAxes(c, ys, xlo, xhi, q.label, s.XLabel)
+		lines := make([][]pt, len(s.Series))
+		var dots []pt
+		for j, se := range s.Series {
+			pts := append([]SweepPoint(nil), se.Points...)
+			slices.SortFunc(pts, func(a, b SweepPoint) int { return cmp.Compare(a.X, b.X) })
+			for _, sp := range pts {
+				if sp.X > 0 {
+					lines[j] = append(lines[j], pt{p.px(math.Log10(sp.X)), p.py(q.y(sp.InducedMs, sp.GoodputMbit))})
+				}
+			}
+			dots = append(dots, lines[j]...)
+		}
 		for _, r := range s.Refs {
 			y := p.py(q.y(r.InducedMs, r.GoodputMbit))
 			c.polyline([]pt{{p.x, y}, {p.x + p.w, y}}, "#7f7f7f", 1.5)
-			c.text(p.x+p.w-4, y-4, r.Name, 10, anchorEnd, "#555555")
+			lx, ly, anchor := refLabelAt(p, y, r.Name, dots)
+			c.text(lx, ly, r.Name, 10, anchor, "#555555")
 		}
-		for j, se := range s.Series {
+		for j, line := range lines {
 			col := sweepColors[j%len(sweepColors)]
-			pts := append([]SweepPoint(nil), se.Points...)
-			slices.SortFunc(pts, func(a, b SweepPoint) int { return cmp.Compare(a.X, b.X) })
-			var line []pt
-			for _, sp := range pts {
-				if sp.X <= 0 {
-					continue
-				}
-				xy := pt{p.px(math.Log10(sp.X)), p.py(q.y(sp.InducedMs, sp.GoodputMbit))}
-				line = append(line, xy)
+			for _, xy := range line {
 				c.dot(xy.x, xy.y, 3.5, col)
 			}
 			c.polyline(line, col, 2)
@@ -128,6 +133,42 @@ func layoutSweep(c canvas, s *Sweep) {
 		x += 260
 	}
 	c.text(swWidth-10, swHeight-8, "sqm", 10, anchorEnd, "#aaaaaa")
+}
+
+// refLabelAt places a reference line's label at the line's right or left
+// end, above or below it, in the first of those places where it covers no
+// point: the reference often sits among the points it is compared with.
+// When every place is covered it stays at the right, above.
+func refLabelAt(p *panel, y float64, name string, dots []pt) (float64, float64, int) {
+	const size, pad = 10.0, 5.0
+	w := float64(len(name)) * size * 0.6 // a generous average glyph width
+	type place struct {
+		x, base float64
+		anchor  int
+	}
+	places := []place{
+		{p.x + p.w - 4, y - 4, anchorEnd},
+		{p.x + 4, y - 4, anchorStart},
+		{p.x + p.w - 4, y + 4 + size, anchorEnd},
+		{p.x + 4, y + 4 + size, anchorStart},
+	}
+	for _, pl := range places {
+		x0 := pl.x
+		if pl.anchor == anchorEnd {
+			x0 -= w
+		}
+		clear := true
+		for _, d := range dots {
+			if d.x > x0-pad && d.x < x0+w+pad && d.y > pl.base-size-pad && d.y < pl.base+pad {
+				clear = false
+				break
+			}
+		}
+		if clear {
+			return pl.x, pl.base, pl.anchor
+		}
+	}
+	return places[0].x, places[0].base, places[0].anchor
 }
 
 // step125 is the 1-2-5 value next to v: the one above it when up, else the

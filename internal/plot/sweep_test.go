@@ -70,3 +70,30 @@ func TestSweepPNG(t *testing.T) {
 		t.Error("not a PNG")
 	}
 }
+
+// TestRefLabelAt: the reference label moves off the points: to the left
+// end when a point sits under its place at the right, below the line when
+// both ends above are taken, and back to the right, above, when nothing is
+// clear.
+func TestRefLabelAt(t *testing.T) {
+	p := &panel{x: 100, y: 50, w: 400, h: 300}
+	const y = 200.0
+	right, left := pt{480, 190}, pt{120, 190}
+	rightBelow, leftBelow := pt{480, 210}, pt{120, 210}
+	for _, c := range []struct {
+		name   string
+		dots   []pt
+		x, b   float64
+		anchor int
+	}{
+		{"clear", []pt{{300, 100}}, 496, 196, anchorEnd},
+		{"point at the right", []pt{right}, 104, 196, anchorStart},
+		{"both ends above", []pt{right, left}, 496, 214, anchorEnd},
+		{"all taken", []pt{right, left, rightBelow, leftBelow}, 496, 196, anchorEnd},
+	} {
+		x, b, a := refLabelAt(p, y, "cake on an IFB", c.dots)
+		if x != c.x || b != c.b || a != c.anchor {
+			t.Errorf("%s: label at (%g, %g) anchor %d; want (%g, %g) anchor %d", c.name, x, b, a, c.x, c.b, c.anchor)
+		}
+	}
+}
