@@ -157,14 +157,14 @@ func refLabelAt(p *panel, y float64, name string, dots []pt) (float64, float64, 
 		if pl.anchor == anchorEnd {
 			x0 -= w
 		}
-		clear := true
+		free := true
 		for _, d := range dots {
 			if d.x > x0-pad && d.x < x0+w+pad && d.y > pl.base-size-pad && d.y < pl.base+pad {
-				clear = false
+				free = false
 				break
 			}
 		}
-		if clear {
+		if free {
 			return pl.x, pl.base, pl.anchor
 		}
 	}

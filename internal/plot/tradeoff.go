@@ -59,26 +59,6 @@ func SaveTradeoff(path string, t *Tradeoff) error {
 	return errors.Join(WriteTradeoff(f, path, t), f.Close())
 }
 
-// logAxes draws p's frame with a linear y axis from 0 in steps of ys and
-// a logarithmic x axis from xlo to xhi (p.x0, p.x1 are their logarithms),
-// gridded at 1-2-5 values.
-func (p *panel) logAxes(c canvas, ys, xlo, xhi float64, ylabel, xlabel string) {
-	c.rect(p.x, p.y, p.w, p.h, "#ffffff")
-	for v := 0.0; v <= p.y1+ys*1e-9; v += ys {
-		y := p.py(v)
-		c.polyline([]pt{{p.x, y}, {p.x + p.w, y}}, colGrid, 1)
-		c.text(p.x-6, y+4, fmtTick(v, ys), 11, anchorEnd, colAxis)
-	}
-	for _, v := range logTicks(xlo, xhi) {
-		x := p.px(math.Log10(v))
-		c.polyline([]pt{{x, p.y}, {x, p.y + p.h}}, colGrid, 1)
-		c.text(x, p.y+p.h+15, fmtTick(v, math.Min(1, v)), 11, anchorMiddle, colAxis)
-	}
-	c.polyline([]pt{{p.x, p.y}, {p.x, p.y + p.h}, {p.x + p.w, p.y + p.h}}, colAxis, 1)
-	c.vtext(p.x-48, p.y+p.h/2, ylabel, 12, colAxis)
-	c.text(p.x+p.w/2, p.y+p.h+34, xlabel, 12, anchorMiddle, colAxis)
-}
-
 // logTicks are the 1-2-5 values within [lo, hi].
 func logTicks(lo, hi float64) []float64 {
 	var out []float64

@@ -11,9 +11,10 @@
 // (rate*L/8/1514). Seed 001's `burst 1000k` at 50 Mbit/s is 164 ms.
 //
 // It is a bench (make bench-policer), not a test: a run takes one to three
-// minutes of VM time (one on an idle host). Each run's JSON and log are kept in -out, and a run
-// whose JSON is there already is not repeated (-plot-only only reads
-// them). It prints one markdown table per case and draws -out/CASE.svg.
+// minutes of VM time (one on an idle host). Each run's JSON and log are
+// kept in -out, and a run whose JSON is there already is not repeated
+// (-plot-only only reads them). It prints one markdown table per case
+// and draws -out/CASE.svg.
 //
 //	go run ./tools/policersweep [-sqm bin/sqm] [-out DIR] [-cases REGEX] [-duration 20s] [-plot-only]
 package main
