@@ -3,6 +3,9 @@ package features
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,13 +29,61 @@ func (e *MissingError) Error() string {
 }
 
 // Advice says what is missing and what to install, for error messages:
-// "kernel module sch_cake is missing (OpenWrt: opkg install kmod-sched-cake)".
-func (f Feature) Advice() string {
+// "kernel module sch_cake is missing (OpenWrt: apk add kmod-sched-cake)",
+// naming the package manager this system has (see Installer).
+func (f Feature) Advice() string { return f.AdviceFor(SystemInstaller()) }
+
+// AdviceFor is Advice for a router whose package manager installs with
+// install ("apk add", "opkg install"; "" is taken as opkg).
+func (f Feature) AdviceFor(install string) string {
 	if f.Module == "" {
-		return fmt.Sprintf("the kernel lacks traffic-control support (CONFIG_NET_SCHED) (OpenWrt: opkg install %s)", f.OpenWrt)
+		return "the kernel lacks traffic-control support (CONFIG_NET_SCHED, built into every OpenWrt kernel)"
 	}
-	return fmt.Sprintf("kernel module %s is missing (OpenWrt: opkg install %s)", f.Module, f.OpenWrt)
+	return "kernel module " + f.Module + " is missing (" + f.OpenWrtHint(install) + ")"
 }
+
+// OpenWrtHint says how OpenWrt gets the module: "OpenWrt: apk add
+// kmod-sched-cake", or, for what OpenWrt builds into its kernel, that no
+// package adds it.
+func (f Feature) OpenWrtHint(install string) string {
+	if f.OpenWrt == "" {
+		return "OpenWrt builds it into its kernel; a custom kernel needs it enabled"
+	}
+	if install == "" {
+		install = InstallOpkg
+	}
+	return "OpenWrt: " + install + " " + f.OpenWrt
+}
+
+// The install commands of OpenWrt's package managers: apk from 25.12 on,
+// opkg before.
+const (
+	InstallAPK  = "apk add"
+	InstallOpkg = "opkg install"
+)
+
+// Installer returns the install command of the package manager found
+// under root ("/" on the router; tests pass a directory): InstallAPK when
+// usr/bin/apk exists, InstallOpkg when bin/opkg does, "" when neither (not
+// OpenWrt; hints then name opkg, which every release before 25.12 has).
+// An image upgraded to 25.12 may keep a stale opkg, so apk wins.
+func Installer(root string) string {
+	exists := func(p string) bool {
+		st, err := os.Stat(filepath.Join(root, p))
+		return err == nil && !st.IsDir()
+	}
+	switch {
+	case exists("usr/bin/apk"):
+		return InstallAPK
+	case exists("bin/opkg"):
+		return InstallOpkg
+	}
+	return ""
+}
+
+// SystemInstaller is Installer("/"), looked up once: a router does not
+// change package managers while sqm runs.
+var SystemInstaller = sync.OnceValue(func() string { return Installer("/") })
 
 // Refused interprets the kernel's answer to creating an object of kind
 // name (a netlink error from RTM_NEWQDISC, RTM_NEWTFILTER, RTM_NEWACTION

@@ -13,12 +13,21 @@
 // no veth (kmod-veth is not in default OpenWrt images) but does need
 // CAP_SYS_ADMIN for unshare(CLONE_NEWNET).
 //
+// A kernel built without network namespaces (OpenWrt's small-flash
+// targets turn KERNEL_NAMESPACES off) answers that unshare with EINVAL.
+// The prober then works, as sqm-scripts' qdisc probe does, on a temporary
+// IFB device of its own in the current namespace, uniquely named and
+// deleted afterwards; it never touches another interface, and an action it
+// creates to probe (actions are per namespace, not per device) gets an
+// index of its own and is deleted again.
+//
 // Answers are cached per Prober, but only conclusive ones (present, or
 // missing with ENOENT/EOPNOTSUPP): a permission error or an odd failure is
 // returned and probed again next time.
 package features
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -103,14 +112,111 @@ func (p *Prober) check(t Type, name string) error {
 	return err
 }
 
-// probe runs one probe in a fresh network namespace.
-func probe(f Feature) error {
+// probe runs one probe in a fresh network namespace, or on a temporary
+// IFB where the kernel has no network namespaces.
+func probe(f Feature) (err error) {
 	ns, err := newThrowawayNS()
+	if errors.Is(err, unix.EINVAL) {
+		ns, err = newHostIFB()
+		if err != nil {
+			if f.Type == TypeLink && f.Name == "ifb" {
+				return classify(f, "add link", err)
+			}
+			return fmt.Errorf("features: probe %s: the kernel has no network namespaces, and the probe device could not be made: %w", f, err)
+		}
+	}
 	if err != nil {
 		return classify(f, "create network namespace", err)
 	}
-	defer ns.Close()
+	defer func() {
+		if cerr := ns.Close(); cerr != nil && (err == nil || errors.Is(err, ErrNotAvailable)) {
+			err = fmt.Errorf("features: probe %s: %w", f, cerr)
+		}
+	}()
 	return ns.probe(f)
+}
+
+// unshareNet makes the calling thread's network namespace a new one. A
+// variable so that a test can answer EINVAL, as a kernel without
+// CONFIG_NET_NS does.
+var unshareNet = func() error { return unix.Unshare(unix.CLONE_NEWNET) }
+
+// hostNetNS is the namespace the IFB probe works in: the process's own. A
+// variable so that a test can point it at a namespace it made rather than
+// the host's.
+var hostNetNS = "/proc/self/ns/net"
+
+// newHostIFB is the probe space of a kernel without network namespaces: a
+// new IFB device in hostNetNS with a name no one else uses (sqmp and 8
+// random hex digits; EEXIST if it is taken after all), deleted by Close.
+func newHostIFB() (*throwawayNS, error) {
+	fd, err := unix.Open(hostNetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", hostNetNS, err)
+	}
+	ns := &throwawayNS{fd: fd, host: true}
+	if ns.rtnl, err = rtnetlink.Dial(&netlink.Config{NetNS: fd}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("rtnetlink: %w", err)
+	}
+	if ns.tc, err = tc.Open(&tc.Config{NetNS: fd}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("tc netlink: %w", err)
+	}
+	_ = ns.tc.SetOption(netlink.ExtendedAcknowledge, true)
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	name := fmt.Sprintf("sqmp%08x", binary.BigEndian.Uint32(rnd[:]))
+	if err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
+		Family:     unix.AF_UNSPEC,
+		Attributes: &rtnetlink.LinkAttributes{Name: name, Info: &rtnetlink.LinkInfo{Kind: "ifb"}},
+	}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("create temporary ifb %s: %w", name, err)
+	}
+	links, err := ns.rtnl.Link.List()
+	if err == nil {
+		for _, l := range links {
+			if l.Attributes != nil && l.Attributes.Name == name && l.Attributes.Info != nil && l.Attributes.Info.Kind == "ifb" {
+				ns.dev = l.Index
+			}
+		}
+		if ns.dev == 0 {
+			err = errors.New("not listed after creating it")
+		}
+	}
+	if err != nil {
+		// Without its index the device cannot be deleted by index;
+		// delete it by name.
+		ns.deleteByName(name)
+		ns.Close()
+		return nil, fmt.Errorf("temporary ifb %s: %w", name, err)
+	}
+	ns.ifb = name
+	return ns, nil
+}
+
+// deleteByName deletes link name with RTM_DELLINK carrying IFLA_IFNAME.
+func (ns *throwawayNS) deleteByName(name string) error {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: ns.fd})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge},
+		Data:   append(make([]byte, 16), attrs...), // struct ifinfomsg, all zero
+	})
+	return err
 }
 
 // classify turns a kernel error into the package's error kinds.
@@ -134,7 +240,11 @@ type throwawayNS struct {
 	fd   int
 	rtnl *rtnetlink.Conn
 	tc   *tc.Tc
-	dev  uint32 // ifindex of the namespace's lo
+	dev  uint32 // ifindex of the namespace's lo, or of the temporary ifb
+	// host is set when the probes run in an existing namespace (see
+	// newHostIFB): what they create must then be deleted again.
+	host bool
+	ifb  string // the temporary ifb's name, deleted by Close
 }
 
 // newThrowawayNS makes the namespace on a locked OS thread that is
@@ -148,7 +258,7 @@ func newThrowawayNS() (*throwawayNS, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		if err := unshareNet(); err != nil {
 			ch <- result{-1, fmt.Errorf("unshare: %w", err)}
 			return
 		}
@@ -192,7 +302,16 @@ func newThrowawayNS() (*throwawayNS, error) {
 	return ns, nil
 }
 
-func (ns *throwawayNS) Close() {
+// Close releases the namespace, or deletes the temporary ifb (and with it
+// every qdisc and filter a probe put on it); an error says it is left
+// behind.
+func (ns *throwawayNS) Close() error {
+	var err error
+	if ns.ifb != "" && ns.rtnl != nil {
+		if derr := ns.rtnl.Link.Delete(ns.dev); derr != nil {
+			err = fmt.Errorf("delete temporary ifb %s: %w", ns.ifb, derr)
+		}
+	}
 	if ns.tc != nil {
 		ns.tc.Close()
 	}
@@ -202,6 +321,7 @@ func (ns *throwawayNS) Close() {
 	if ns.fd >= 0 {
 		unix.Close(ns.fd)
 	}
+	return err
 }
 
 // addQdiscKindOnly sends RTM_NEWQDISC with TCA_KIND and no options, by
@@ -340,27 +460,49 @@ func (ns *throwawayNS) probe(f Feature) error {
 		return classify(f, "add filter", ns.tc.Filter().Add(&tc.Object{Msg: msg, Attribute: attr}))
 
 	case TypeAction:
-		a := &tc.Action{Kind: f.Name, Index: 1}
+		index := uint32(1)
+		if ns.host {
+			// Actions live in the namespace, not on the device: take
+			// an index real ones are unlikely to have (an existing one
+			// makes the add fail with EEXIST rather than touch it).
+			var rnd [4]byte
+			if _, err := rand.Read(rnd[:]); err != nil {
+				return err
+			}
+			index = 0x40000000 | binary.BigEndian.Uint32(rnd[:])&0x3fffffff
+		}
+		// The index goes into the kind's parameters too, where the
+		// kernel reads it for most kinds.
+		a := &tc.Action{Kind: f.Name, Index: index}
 		switch f.Name {
 		case "gact":
-			a.Gact = &tc.Gact{Parms: &tc.GactParms{Action: actOK}}
+			a.Gact = &tc.Gact{Parms: &tc.GactParms{Index: index, Action: actOK}}
 		case "mirred":
-			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Action: actStolen, Eaction: egressRedir, IfIndex: ns.dev}}
+			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Index: index, Action: actStolen, Eaction: egressRedir, IfIndex: ns.dev}}
 		case "police":
 			// A rate needs a 1024-byte rate table go-tc does not build
 			// (see go-libs.md); a police with only burst and mtu is
 			// enough to show that act_police exists.
-			a.Police = &tc.Police{Tbf: &tc.Policy{Action: actShot, Burst: 10000, Mtu: 2048}}
+			a.Police = &tc.Police{Tbf: &tc.Policy{Index: index, Action: actShot, Burst: 10000, Mtu: 2048}}
 		case "skbedit":
-			a.SkbEdit = &tc.SkbEdit{Parms: &tc.SkbEditParms{Action: actPipe}, Priority: u32p(1)}
+			a.SkbEdit = &tc.SkbEdit{Parms: &tc.SkbEditParms{Index: index, Action: actPipe}, Priority: u32p(1)}
 		case "ctinfo":
-			a.CtInfo = &tc.CtInfo{Act: &tc.CtInfoAct{Action: actPipe}, ParmsDscpMask: u32p(0xfc000000), ParmsDscpStateMask: u32p(0x01000000)}
+			a.CtInfo = &tc.CtInfo{Act: &tc.CtInfoAct{Index: index, Action: actPipe}, ParmsDscpMask: u32p(0xfc000000), ParmsDscpStateMask: u32p(0x01000000)}
 		default:
 			return fmt.Errorf("features: no probe for action %s", f.Name)
 		}
-		return classify(f, "add action", ns.tc.Actions().Add([]*tc.Action{a}))
+		err := ns.tc.Actions().Add([]*tc.Action{a})
+		if err == nil && ns.host {
+			if derr := ns.tc.Actions().Delete([]*tc.Action{{Kind: f.Name, Index: index}}); derr != nil {
+				return fmt.Errorf("features: probe %s: delete the probe's action %s index %d: %w", f, f.Name, index, derr)
+			}
+		}
+		return classify(f, "add action", err)
 
 	case TypeLink:
+		if ns.host && f.Name == "ifb" {
+			return nil // the probe device is one
+		}
 		err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
 			Family:     unix.AF_UNSPEC,
 			Attributes: &rtnetlink.LinkAttributes{Name: "probe0", Info: &rtnetlink.LinkInfo{Kind: f.Name}},

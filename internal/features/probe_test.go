@@ -3,13 +3,16 @@ package features
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/florianl/go-tc"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
 
@@ -45,7 +48,7 @@ func TestTable(t *testing.T) {
 				t.Errorf("%s %s missing from the table", typ, name)
 				continue
 			}
-			if !strings.HasPrefix(f.OpenWrt, "kmod-") {
+			if f.OpenWrt != "" && !strings.HasPrefix(f.OpenWrt, "kmod-") {
 				t.Errorf("%s: OpenWrt package %q", f, f.OpenWrt)
 			}
 		}
@@ -165,9 +168,9 @@ func TestRefused(t *testing.T) {
 		want string // "" = not a missing-module answer
 	}{
 		{TypeQdisc, "cake", extack, "qdisc cake is not available: kernel module sch_cake is missing (OpenWrt: opkg install kmod-sched-cake)"},
-		{TypeQdisc, "fq_codel", unix.ENOENT, "kernel module sch_fq_codel is missing (OpenWrt: opkg install kmod-sched-core)"},
+		{TypeQdisc, "fq_codel", unix.ENOENT, "kernel module sch_fq_codel is missing (OpenWrt builds it into its kernel; a custom kernel needs it enabled)"},
 		{TypeClassifier, "matchall", unix.ENOENT, "kernel module cls_matchall is missing (OpenWrt: opkg install kmod-sched-core)"},
-		{TypeAction, "police", unix.ENOENT, "kernel module act_police is missing (OpenWrt: opkg install kmod-sched)"},
+		{TypeAction, "police", unix.ENOENT, "kernel module act_police is missing (OpenWrt: opkg install kmod-sched-act-police)"},
 		{TypeLink, "ifb", unix.EOPNOTSUPP, "kernel module ifb is missing (OpenWrt: opkg install kmod-ifb)"},
 		{TypeQdisc, "pfifo", unix.ENOENT, "CONFIG_NET_SCHED"},
 		{TypeQdisc, "cake", unix.EINVAL, ""},
@@ -189,6 +192,164 @@ func TestRefused(t *testing.T) {
 			if !errors.Is(got, ErrNotAvailable) || !errors.Is(got, tt.err) {
 				t.Errorf("Refused(%s %s): errors.Is ErrNotAvailable and the kernel's error: false", tt.typ, tt.name)
 			}
+		}
+	}
+}
+
+// TestOpenWrtPackages pins the table's OpenWrt column to OpenWrt 25.12's
+// package definitions (see the table's comment for the files). The table
+// once sent police, pie and fq_pie users to kmod-sched, which has none of
+// them, and fq_codel users to kmod-sched-core, which does not carry it
+// (OpenWrt builds it in).
+func TestOpenWrtPackages(t *testing.T) {
+	want := map[string]string{
+		"qdisc htb": "kmod-sched-core", "qdisc tbf": "kmod-sched-core",
+		"qdisc cake": "kmod-sched-cake", "qdisc fq_codel": "",
+		"qdisc codel": "kmod-sched", "qdisc pie": "kmod-sched-pie",
+		"qdisc fq_pie": "kmod-sched-fq-pie", "qdisc sfq": "kmod-sched",
+		"qdisc pfifo": "", "qdisc bfifo": "", "qdisc netem": "kmod-netem",
+		"qdisc ingress": "kmod-sched-core", "qdisc clsact": "kmod-sched-core",
+		"classifier u32": "kmod-sched-core", "classifier matchall": "kmod-sched-core",
+		"classifier flower": "kmod-sched-flower", "classifier fw": "kmod-sched-core",
+		"classifier bpf": "kmod-sched-bpf",
+		"action mirred":  "kmod-sched-core", "action police": "kmod-sched-act-police",
+		"action gact": "kmod-sched-core", "action skbedit": "kmod-sched-core",
+		"action ctinfo": "kmod-sched-ctinfo",
+		"link ifb":      "kmod-ifb",
+	}
+	for _, f := range All() {
+		w, ok := want[f.String()]
+		if !ok {
+			t.Errorf("%s: not checked against OpenWrt's packages; add it here and to the table's comment", f)
+			continue
+		}
+		if f.OpenWrt != w {
+			t.Errorf("%s: OpenWrt package %q, want %q", f, f.OpenWrt, w)
+		}
+	}
+}
+
+// TestInstaller: the hint names the package manager the router has (apk
+// from OpenWrt 25.12 on, opkg before), found under a root directory.
+func TestInstaller(t *testing.T) {
+	cake, _ := Lookup(TypeQdisc, "cake")
+	for _, tt := range []struct {
+		name  string
+		files []string
+		want  string // Advice's parenthesis
+	}{
+		{"OpenWrt 25.12", []string{"usr/bin/apk"}, "(OpenWrt: apk add kmod-sched-cake)"},
+		{"OpenWrt 24.10", []string{"bin/opkg"}, "(OpenWrt: opkg install kmod-sched-cake)"},
+		{"upgraded, stale opkg", []string{"bin/opkg", "usr/bin/apk"}, "(OpenWrt: apk add kmod-sched-cake)"},
+		{"not OpenWrt", nil, "(OpenWrt: opkg install kmod-sched-cake)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, f := range tt.files {
+				p := filepath.Join(root, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := cake.AdviceFor(Installer(root))
+			if want := "kernel module sch_cake is missing " + tt.want; got != want {
+				t.Errorf("got %q\nwant %q", got, want)
+			}
+		})
+	}
+	// A directory named like the binary is not a package manager.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin/apk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := Installer(root); got != "" {
+		t.Errorf("Installer with a directory usr/bin/apk = %q, want \"\"", got)
+	}
+	fq, _ := Lookup(TypeQdisc, "fq_codel")
+	if got := fq.AdviceFor(InstallAPK); strings.Contains(got, "apk add") || !strings.Contains(got, "builds it into its kernel") {
+		t.Errorf("fq_codel advice %q: OpenWrt has no package for it", got)
+	}
+}
+
+// withoutNetNS makes the prober see a kernel without network namespaces
+// (unshare answers EINVAL, as with CONFIG_NET_NS off) and probe in the
+// namespace at path instead of the process's own, until the test ends. It
+// returns how many times unshare was asked for a namespace.
+func withoutNetNS(t *testing.T, path string) *int {
+	t.Helper()
+	oldUnshare, oldHost := unshareNet, hostNetNS
+	calls := new(int)
+	unshareNet = func() error { *calls++; return unix.EINVAL }
+	hostNetNS = path
+	t.Cleanup(func() { unshareNet, hostNetNS = oldUnshare, oldHost })
+	return calls
+}
+
+// TestProbeWithoutNetNS runs every probe the way a kernel without network
+// namespaces (OpenWrt's small-flash builds) forces: on a temporary IFB in
+// an existing namespace, here one the test made so the host's is never
+// touched. The answers must be the namespace path's, and nothing may be
+// left behind: no device, no action. Before the fallback every probe
+// failed with "create network namespace: unshare: invalid argument", and
+// luci-app-sqm's qdisc list stayed empty.
+func TestProbeWithoutNetNS(t *testing.T) {
+	testutil.RequireRoot(t)
+	ref := NewProber()
+	want := map[Feature]error{}
+	for _, f := range All() {
+		err := ref.check(f.Type, f.Name)
+		if err != nil && !errors.Is(err, ErrNotAvailable) {
+			t.Fatalf("reference probe %s in a namespace: %v", f, err)
+		}
+		want[f] = err
+	}
+	ns := netns.NewT(t, "sqmft")
+	calls := withoutNetNS(t, ns.Path())
+	p := NewProber()
+	for _, f := range All() {
+		err := p.check(f.Type, f.Name)
+		switch {
+		case err != nil && !errors.Is(err, ErrNotAvailable):
+			t.Errorf("%s without network namespaces: %v", f, err)
+		case (err == nil) != (want[f] == nil):
+			t.Errorf("%s without network namespaces: %v; in a namespace: %v", f, err, want[f])
+		}
+	}
+	if *calls == 0 {
+		t.Fatal("the prober never asked for a namespace: the test did not exercise the fallback")
+	}
+	c, err := ns.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	links, err := c.Link.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if l.Attributes != nil && l.Attributes.Name != "lo" {
+			t.Errorf("left behind: link %s (%+v)", l.Attributes.Name, l.Attributes.Info)
+		}
+	}
+	tcc, err := tc.Open(&tc.Config{NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcc.Close()
+	for _, f := range All() {
+		if f.Type != TypeAction || want[f] != nil {
+			continue
+		}
+		acts, err := tcc.Actions().Get(f.Name)
+		if err != nil {
+			t.Errorf("list %s actions: %v", f.Name, err)
+		}
+		for _, a := range acts {
+			t.Errorf("left behind: action %s index %d", a.Kind, a.Index)
 		}
 	}
 }

@@ -19,27 +19,43 @@ type Feature struct {
 	// Module is the Linux module that provides it ("" if it is part of the
 	// traffic-control core and cannot be a module).
 	Module string
-	// OpenWrt is the package that installs the module on OpenWrt.
+	// OpenWrt is the package that installs the module on OpenWrt, or ""
+	// where OpenWrt's kernel has it built in.
 	OpenWrt string
 }
 
 func (f Feature) String() string { return string(f.Type) + " " + f.Name }
 
-// table lists every feature sqm uses. OpenWrt package names follow
-// package/kernel/linux/modules/netsupport.mk: kmod-sched-core carries
-// htb, tbf, ingress/clsact, fq_codel, u32, fw, matchall, gact, mirred and
-// skbedit; kmod-sched carries the "extra" schedulers and police.
+// table lists every feature sqm uses. The OpenWrt package names are those
+// of OpenWrt 25.12 (checked 2026-12 against the 25.12 tree's
+// package/kernel/linux/modules/netsupport.mk, netdevices.mk for kmod-ifb,
+// and target/linux/generic/config-6.12 for what is built in; the same
+// names have held since 23.05):
+//
+//   - kmod-sched-core: sch_htb, sch_tbf, sch_ingress (ingress and clsact),
+//     cls_u32, cls_fw, cls_matchall, act_gact, act_mirred, act_skbedit
+//     (its SCHED_MODULES_CORE list);
+//   - their own packages: kmod-sched-cake, kmod-sched-pie, kmod-sched-fq-pie,
+//     kmod-sched-flower, kmod-sched-bpf (cls_bpf and act_bpf),
+//     kmod-sched-act-police, kmod-sched-ctinfo, kmod-netem, kmod-ifb;
+//   - kmod-sched ("extra traffic schedulers"): sch_codel, sch_sfq, among
+//     others (its SCHED_MODULES_EXTRA list);
+//   - built into every OpenWrt kernel: sch_fq_codel (CONFIG_NET_SCH_FQ_CODEL=y,
+//     the default qdisc) and the fifo qdiscs (part of CONFIG_NET_SCHED).
+//
+// OpenWrt is "" for those built in: no package can add them, and Advice
+// says so.
 var table = []Feature{
 	{TypeQdisc, "htb", "sch_htb", "kmod-sched-core"},
 	{TypeQdisc, "tbf", "sch_tbf", "kmod-sched-core"},
 	{TypeQdisc, "cake", "sch_cake", "kmod-sched-cake"},
-	{TypeQdisc, "fq_codel", "sch_fq_codel", "kmod-sched-core"},
+	{TypeQdisc, "fq_codel", "sch_fq_codel", ""},
 	{TypeQdisc, "codel", "sch_codel", "kmod-sched"},
-	{TypeQdisc, "pie", "sch_pie", "kmod-sched"},
-	{TypeQdisc, "fq_pie", "sch_fq_pie", "kmod-sched"},
+	{TypeQdisc, "pie", "sch_pie", "kmod-sched-pie"},
+	{TypeQdisc, "fq_pie", "sch_fq_pie", "kmod-sched-fq-pie"},
 	{TypeQdisc, "sfq", "sch_sfq", "kmod-sched"},
-	{TypeQdisc, "pfifo", "", "kmod-sched-core"},
-	{TypeQdisc, "bfifo", "", "kmod-sched-core"},
+	{TypeQdisc, "pfifo", "", ""},
+	{TypeQdisc, "bfifo", "", ""},
 	{TypeQdisc, "netem", "sch_netem", "kmod-netem"},
 	{TypeQdisc, "ingress", "sch_ingress", "kmod-sched-core"},
 	{TypeQdisc, "clsact", "sch_ingress", "kmod-sched-core"},
@@ -51,7 +67,7 @@ var table = []Feature{
 	{TypeClassifier, "bpf", "cls_bpf", "kmod-sched-bpf"}, // codel_police's program (direct action)
 
 	{TypeAction, "mirred", "act_mirred", "kmod-sched-core"},
-	{TypeAction, "police", "act_police", "kmod-sched"},
+	{TypeAction, "police", "act_police", "kmod-sched-act-police"},
 	{TypeAction, "gact", "act_gact", "kmod-sched-core"},
 	{TypeAction, "skbedit", "act_skbedit", "kmod-sched-core"},
 	{TypeAction, "ctinfo", "act_ctinfo", "kmod-sched-ctinfo"},

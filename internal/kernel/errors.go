@@ -79,7 +79,7 @@ func filterHint(kind string, actions []string) string {
 	var parts []string
 	add := func(t features.Type, name, fallback string) {
 		if f, ok := features.Lookup(t, name); ok {
-			parts = append(parts, fmt.Sprintf("%s (OpenWrt: opkg install %s)", f.Module, f.OpenWrt))
+			parts = append(parts, fmt.Sprintf("%s (%s)", f.Module, f.OpenWrtHint(features.SystemInstaller())))
 		} else {
 			parts = append(parts, fallback)
 		}

@@ -34,7 +34,7 @@ func TestApplyFailureKeepsPrevious(t *testing.T) {
 	if err == nil {
 		t.Fatal("Apply with fq_codel succeeded on a kernel without it")
 	}
-	want := "kernel module sch_fq_codel is missing (OpenWrt: opkg install kmod-sched-core)"
+	want := "kernel module sch_fq_codel is missing (OpenWrt builds it into its kernel; a custom kernel needs it enabled)"
 	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "rolled back") {
 		t.Errorf("error does not say %q and that it rolled back: %v", want, err)
 	}
