@@ -42,7 +42,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		cmdStart(), cmdStop(), cmdRestart(), cmdReload(), cmdStatus(), cmdPlan(), cmdApply(),
-		cmdDaemon(), cmdPasswd(),
+		cmdDaemon(), cmdQdiscs(), cmdPasswd(),
 		cmdServer(), cmdTest(), cmdTune(), cmdLab(),
 		cmdVersion(),
 	}

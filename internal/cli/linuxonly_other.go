@@ -13,3 +13,4 @@ func cmdReload() *command  { return needsLinux("reload") }
 func cmdStatus() *command  { return needsLinux("status") }
 func cmdApply() *command   { return needsLinux("apply") }
 func cmdDaemon() *command  { return needsLinux("daemon") }
+func cmdQdiscs() *command  { return needsLinux("qdiscs") }

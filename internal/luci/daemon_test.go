@@ -114,3 +114,40 @@ func TestDaemonRefreshesAvailableQdiscs(t *testing.T) {
 	}
 	waitFor("reload (pfifo removed, stale "+stale+" added before)", want)
 }
+
+// TestQdiscsCommand: `sqm qdiscs`, which the OpenWrt init script runs
+// before it starts the daemon, leaves <state-dir>/available_qdiscs holding
+// exactly what the probes find (a stale entry for a qdisc the kernel lacks
+// removed) and prints the same list.
+func TestQdiscsCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	want := expected(t)
+	ns := netns.NewT(t, "sqmlq")
+	state := t.TempDir()
+	dir := filepath.Join(state, "available_qdiscs")
+	stale := ""
+	for _, k := range luci.Qdiscs() {
+		if !slices.Contains(want, k) {
+			stale = k
+		}
+	}
+	if stale != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, stale), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := clitest.Command("qdiscs", "--state-dir", state)
+	out, err := ns.Output(cmd)
+	if err != nil {
+		t.Fatalf("sqm qdiscs: %v\n%s", err, out)
+	}
+	if got := listDir(dir); !slices.Equal(got, want) {
+		t.Errorf("%s holds %v, want %v (stale entry was %q)", dir, got, want, stale)
+	}
+	if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+		t.Errorf("printed %v, want %v", got, want)
+	}
+}
