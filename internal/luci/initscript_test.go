@@ -149,7 +149,7 @@ func TestInitScript(t *testing.T) {
 				"procd: instance started",
 			}, after: "running"},
 		{name: "start with a failing probe still starts the daemon", action: "start", qdiscsFail: true,
-			want: []string{"sqm qdiscs", "logger -t sqm -p daemon.warn | sqm: could not write FAKE/state/available_qdiscs", "procd: instance started"},
+			want:  []string{"sqm qdiscs", "logger -t sqm -p daemon.warn | sqm: could not write FAKE/state/available_qdiscs", "procd: instance started"},
 			after: "running"},
 		{name: "start of a running daemon leaves it alone", instance: "running", action: "start",
 			want: []string{"procd: instance unchanged, left running"}, after: "running"},
