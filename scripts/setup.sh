@@ -11,7 +11,9 @@
 #   kmod               /sbin/modprobe: the VM's module autoload wrapper runs
 #                      the host root's modprobe; `make demo` probes sch_netem
 #   xz-utils zstd      internal/vm decompresses .ko.xz/.ko.zst modules
-#   busybox-static     the VM initramfs's only binary
+#   busybox-static     the VM initramfs's only binary, and the ash that
+#                      internal/luci runs the OpenWrt init script and hotplug
+#                      hook with (OpenWrt's /bin/sh is busybox ash)
 #   iproute2           ip and tc: plan/kernel/units/netns/bloat tests
 #   iperf3 iputils-ping  the measurement accuracy reference (bloat tests)
 #   irtt               `irtt server` answers sqm test --irtt's probes and
@@ -72,6 +74,10 @@ fail=""
 for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
+# busybox must have its ash applet: the OpenWrt script tests run it.
+if command -v busybox >/dev/null 2>&1 && ! busybox ash -c : >/dev/null 2>&1; then
+	fail="$fail busybox-ash(busybox has no working ash applet)"
+fi
 # Ask the interpreter flent itself runs (its #! line), not whatever python3
 # is first in PATH (a pyenv shim, a virtualenv).
 if flent=$(command -v flent); then

@@ -152,6 +152,8 @@ Example:
 
 			debounce, checkEvery, pollEvery := daemonTimings(fs)
 			reqs := make(chan service.Request)
+			// loaded is the last config that loaded, for the stop log.
+			var loaded []config.Queue
 			d := &service.Daemon{
 				Svc: &service.Service{
 					Kernel: conn,
@@ -167,7 +169,11 @@ Example:
 					refreshAvailableQdiscs(log, dir)
 					qs, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
 					if err == nil {
-						if lerr := logs.configure(qs, dir, "debug", true); lerr != nil {
+						loaded = qs
+						// luci-app-sqm tells users to look at
+						// <iface>.start-sqm.log: the daemon's whole
+						// life goes there (appended, cut at 1 MiB).
+						if lerr := logs.configure(qs, dir, "start-sqm", true); lerr != nil {
 							log.Error("cannot write a debug log", "err", lerr)
 						}
 						debugHeader(log, qs, "daemon (re)load")
@@ -178,6 +184,14 @@ Example:
 					l, err := service.AcquireLock(dir, lockWait)
 					if err != nil {
 						return nil, err
+					}
+					if ctx.Err() != nil && flagBool(fs, "stop-on-exit") {
+						// Shutting down: what follows is the
+						// removal, which goes to <iface>.stop-sqm.log
+						// as `sqm stop` writes it (LuCI's other name).
+						if lerr := logs.configure(loaded, dir, "stop-sqm", false); lerr != nil {
+							log.Error("cannot write a debug log", "err", lerr)
+						}
 					}
 					return func() { l.Release() }, nil
 				},

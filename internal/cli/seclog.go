@@ -53,8 +53,10 @@ const debugLogMax = 1 << 20
 //     level down to trace, with each netlink change sqm sends (kernel
 //     SetTrace, the equivalent of sqm-scripts' logged tc commands), to a
 //     file in the state directory: <iface>.start-sqm.log or
-//     <iface>.stop-sqm.log, rewritten by each command as sqm-scripts does,
-//     or <iface>.debug.log, appended to by the daemon (cut at 1 MiB).
+//     <iface>.stop-sqm.log (the names luci-app-sqm's help gives),
+//     rewritten by each command as sqm-scripts does; the daemon appends
+//     to <iface>.start-sqm.log (cut at 1 MiB) and, when it removes the
+//     shaping at exit, rewrites <iface>.stop-sqm.log.
 type sectionLogs struct {
 	mu       sync.Mutex
 	out      slog.Handler
