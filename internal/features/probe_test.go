@@ -297,6 +297,18 @@ func withoutNetNS(t *testing.T, path string) *int {
 // luci-app-sqm's qdisc list stayed empty.
 func TestProbeWithoutNetNS(t *testing.T) {
 	testutil.RequireRoot(t)
+	testProbeWithoutNetNS(t)
+}
+
+// TestVMProbeWithoutNetNS is TestProbeWithoutNetNS on the VM's kernel,
+// where every qdisc and action exists, so each probe really creates (and
+// must delete) its object on the temporary IFB.
+func TestVMProbeWithoutNetNS(t *testing.T) {
+	testutil.RequireVM(t)
+	testProbeWithoutNetNS(t)
+}
+
+func testProbeWithoutNetNS(t *testing.T) {
 	ref := NewProber()
 	want := map[Feature]error{}
 	for _, f := range All() {
@@ -352,4 +364,33 @@ func TestProbeWithoutNetNS(t *testing.T) {
 			t.Errorf("left behind: action %s index %d", a.Kind, a.Index)
 		}
 	}
+}
+
+// BenchmarkProbeQdiscs probes every qdisc of the table with a fresh
+// prober: in throwaway namespaces, and as on a kernel without them, on a
+// temporary IFB (in a namespace the benchmark made).
+func BenchmarkProbeQdiscs(b *testing.B) {
+	testutil.RequireRoot(b)
+	run := func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			p := NewProber()
+			for _, f := range All() {
+				if f.Type != TypeQdisc {
+					continue
+				}
+				if err := p.check(f.Type, f.Name); err != nil && !errors.Is(err, ErrNotAvailable) {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("netns", run)
+	b.Run("ifb", func(b *testing.B) {
+		ns := netns.NewT(b, "sqmfb")
+		oldUnshare, oldHost := unshareNet, hostNetNS
+		unshareNet = func() error { return unix.EINVAL }
+		hostNetNS = ns.Path()
+		defer func() { unshareNet, hostNetNS = oldUnshare, oldHost }()
+		run(b)
+	})
 }
