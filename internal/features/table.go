@@ -27,10 +27,11 @@ type Feature struct {
 func (f Feature) String() string { return string(f.Type) + " " + f.Name }
 
 // table lists every feature sqm uses. The OpenWrt package names are those
-// of OpenWrt 25.12 (checked 2026-12 against the 25.12 tree's
-// package/kernel/linux/modules/netsupport.mk, netdevices.mk for kmod-ifb,
-// and target/linux/generic/config-6.12 for what is built in; the same
-// names have held since 23.05):
+// of OpenWrt 25.12: checked in 2026-12 against
+// package/kernel/linux/modules/netsupport.mk of a tree rebased on 25.12
+// (the KernelPackage/sched-* definitions and the SCHED_MODULES_CORE and
+// SCHED_MODULES_EXTRA lists), netdevices.mk for kmod-ifb, and the generic
+// kernel config for what is built in (CONFIG_NET_SCH_FQ_CODEL=y):
 //
 //   - kmod-sched-core: sch_htb, sch_tbf, sch_ingress (ingress and clsact),
 //     cls_u32, cls_fw, cls_matchall, act_gact, act_mirred, act_skbedit
