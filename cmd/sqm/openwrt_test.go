@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +125,47 @@ func TestOpenWrtPackages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackageTagsKnown: every tag of dist/build.mk's packages must be one
+// a //go:build line in this module uses; a misspelt tag would silently
+// build more into a router's package than its tags say.
+func TestPackageTagsKnown(t *testing.T) {
+	vars := buildVars(t)
+	used := map[string]bool{}
+	word := regexp.MustCompile(`[A-Za-z0-9_.]+`)
+	err := filepath.WalkDir(filepath.Join("..", ".."), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != filepath.Join("..", "..")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if c, ok := strings.CutPrefix(line, "//go:build "); ok {
+				for _, w := range word.FindAllString(c, -1) {
+					used[w] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"SQM_ROUTER_TAGS", "SQM_FULL_TAGS"} {
+		for _, tag := range strings.FieldsFunc(vars[k], func(r rune) bool { return r == ',' || r == ' ' }) {
+			if !used[tag] {
+				t.Errorf("dist/build.mk %s names %q, which no //go:build line uses", k, tag)
+			}
+		}
 	}
 }
