@@ -22,9 +22,10 @@ INSTALL_DATA:=install -m0644
 INSTALL_CONF:=install -m0600
 GO_PKG_BUILD_BIN_DIR:=/go/bin
 define BuildPackage
-$(eval VARIANT:=)$(eval TITLE:=)$(eval PROVIDES:=)$(eval CONFLICTS:=)$(eval DEPENDS:=)
+$(eval VARIANT:=)$(eval DEFAULT_VARIANT:=)$(eval TITLE:=)$(eval PROVIDES:=)$(eval CONFLICTS:=)$(eval DEPENDS:=)
 $(eval $(Package/$(1)))
 $(info $(1): VARIANT=$(VARIANT))
+$(info $(1): DEFAULT_VARIANT=$(DEFAULT_VARIANT))
 $(info $(1): TITLE=$(TITLE))
 $(info $(1): PROVIDES=$(strip $(PROVIDES)))
 $(info $(1): CONFLICTS=$(strip $(CONFLICTS)))
@@ -81,10 +82,10 @@ func openwrtPackages(t *testing.T, variant string) map[string]map[string]string 
 // TestOpenWrtPackages checks dist/openwrt/Makefile without an SDK, on stub
 // includes: it defines sqm (VARIANT router) and sqm-full (VARIANT full);
 // each variant builds with dist/build.mk's tags and flags (the ones `make
-// sizes` checks) in its own directory; sqm-full installs exactly sqm's
-// files and conffiles, keeps sqm's dependencies and sqm-scripts
-// PROVIDES/CONFLICTS, and provides and conflicts with sqm, so only one of
-// the two can be installed.
+// sizes` checks) in its own directory; sqm-full is never the default
+// variant, installs exactly sqm's files and conffiles, keeps sqm's
+// dependencies and sqm-scripts PROVIDES/CONFLICTS, and provides and
+// conflicts with sqm, so only one of the two can be installed.
 func TestOpenWrtPackages(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make in PATH")
@@ -104,6 +105,9 @@ func TestOpenWrtPackages(t *testing.T) {
 			}
 			if sqm["VARIANT"] != "router" || full["VARIANT"] != "full" {
 				t.Errorf("VARIANT sqm=%q sqm-full=%q; want router and full", sqm["VARIANT"], full["VARIANT"])
+			}
+			if full["DEFAULT_VARIANT"] != "" {
+				t.Errorf("sqm-full has DEFAULT_VARIANT=%q: luci-app-sqm's +sqm-scripts would pull in the big package", full["DEFAULT_VARIANT"])
 			}
 			got := pkgs[tt.pkg]
 			if got["TAGS"] != tt.tags || got["GCFLAGS"] != tt.gcflags || got["LDFLAGS"] != vars["SQM_GO_LDFLAGS"] {
