@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router clean install install-openwrt fresh-check bench-tune bench-policer
+.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router full clean install install-openwrt fresh-check bench-tune bench-policer
 
 all: build
 
@@ -54,22 +54,26 @@ demo: setup build
 	@if modprobe -q sch_netem 2>/dev/null && modprobe -q sch_cake 2>/dev/null; then \
 		bin/sqm lab; else bin/sqm lab --vm; fi
 
-# Stripped static binaries for the router targets, full and router builds
-# side by side (scripts/sizes.sh). The router build leaves out what a small
-# router does not need, by build tag: sqm_nolab (the lab and the VM
-# harness); sqm_notest (sqm test/server) and sqm_noweb (the daemon's page,
-# which also runs tests, so the tester stays while the page does) go
-# further, as in the "minimal" column. `make router` builds only that one.
-SIZE_TARGETS = linux/amd64 linux/arm64 linux/arm/7 linux/mipsle/softfloat
-ROUTER_TAGS ?= sqm_nolab
-MIN_TAGS    ?= sqm_nolab,sqm_notest,sqm_noweb
-SIZES_ENV    = GO='$(GO)' LDFLAGS='$(LDFLAGS)' SIZE_TARGETS='$(SIZE_TARGETS)' ROUTER_TAGS='$(ROUTER_TAGS)' MIN_TAGS='$(MIN_TAGS)'
+# Stripped static binaries for the router targets, in three builds side by
+# side (scripts/sizes.sh): the developer build (`make build`), sqm-full and
+# sqm, the two OpenWrt packages, with dist/build.mk's tags, flags and
+# budgets (the file dist/openwrt/Makefile builds from). Fails when a
+# package is over its budget on a target. `make router` and `make full`
+# build only that package.
+include dist/build.mk
+SIZE_TARGETS = linux/mipsle/softfloat linux/mips/softfloat linux/arm/7 linux/arm64 linux/amd64
+SIZES_ENV    = GO='$(GO)' LDFLAGS='$(SQM_GO_LDFLAGS) -X sqm/internal/cli.Version=$(VERSION)' SIZE_TARGETS='$(SIZE_TARGETS)' \
+	ROUTER_TAGS='$(SQM_ROUTER_TAGS)' ROUTER_GCFLAGS='$(SQM_ROUTER_GCFLAGS)' ROUTER_BUDGET='$(SQM_ROUTER_BUDGET)' \
+	FULL_TAGS='$(SQM_FULL_TAGS)' FULL_GCFLAGS='$(SQM_FULL_GCFLAGS)' FULL_BUDGET='$(SQM_FULL_BUDGET)'
 
 sizes:
 	@$(SIZES_ENV) scripts/sizes.sh
 
 router:
 	@$(SIZES_ENV) BUILDS=router scripts/sizes.sh
+
+full:
+	@$(SIZES_ENV) BUILDS=full scripts/sizes.sh
 
 # The tester (sqm test, sqm server) for the machines people test from, and
 # the Linux builds: compile-only (nothing but Linux runs here), so CI sees

@@ -153,7 +153,7 @@ Example:
 			}
 			if plotFile != "" {
 				if !plot.Supported(plotFile) {
-					return usageError("--plot %s: use a file name ending in .svg or .png", plotFile)
+					return usageError("--plot %s: use a file name ending in %s", plotFile, plot.Formats)
 				}
 			}
 			if streams < 1 || streams > 64 {

@@ -254,7 +254,7 @@ func (f *tuneFlags) job(env *Env, fs *flag.FlagSet, args []string) (*tuneJob, er
 		}
 	}
 	if f.plotFile != "" && !plot.Supported(f.plotFile) {
-		return nil, usageError("--plot %s: use a file name ending in .svg or .png", f.plotFile)
+		return nil, usageError("--plot %s: use a file name ending in %s", f.plotFile, plot.Formats)
 	}
 	secret, err := clientSecret(env, fs, "tune", f.secret, f.secretF, f.iperf3Addr)
 	if err != nil {

@@ -6,18 +6,20 @@ import (
 )
 
 // Some commands cannot be in every binary: the shaping commands talk to
-// Linux's netlink, and a router build leaves parts out with build tags
-// (the Makefile's ROUTER_TAGS). Such a command keeps its place in the
-// table as a stand-in, so `sqm --help` still lists it and calling it says
-// why it cannot run, rather than "unknown command". A stand-in has no
-// flags and accepts any arguments: the message comes before flag parsing.
+// Linux's netlink, and the packages leave parts out with build tags
+// (dist/build.mk's SQM_ROUTER_TAGS and SQM_FULL_TAGS). Such a command
+// keeps its place in the table as a stand-in, so `sqm --help` still lists
+// it and calling it says why it cannot run, rather than "unknown
+// command". A stand-in has no flags and accepts any arguments: the
+// message comes before flag parsing.
 //
 // The pattern for a new optional part, e.g. a tag sqm_noweb: put
 // `//go:build !sqm_noweb` on the command's file (`linux && !sqm_noweb` if
 // it needs Linux), and add a file with the opposite constraint whose
 // constructor returns omitted("web", "sqm_noweb") (linuxPart for a Linux
-// one), as lab_omitted.go does. Add the tag to ROUTER_TAGS and to
-// TestBuildTags (build_test.go), which builds and runs each such binary.
+// one), as lab_omitted.go does. Add the tag to a package's tags in
+// dist/build.mk and to TestBuildTags (build_test.go), which builds and
+// runs each such binary.
 //
 // Stand-ins repeat neither the real summary nor the usage, so nothing
 // needs keeping in step: the real command's file is simply not compiled.

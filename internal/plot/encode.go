@@ -2,8 +2,6 @@ package plot
 
 import (
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"path/filepath"
 	"strings"
@@ -18,9 +16,12 @@ func encode(out io.Writer, path string, w, h int, draw func(canvas)) error {
 	case ".svg":
 		return encodeSVG(out, w, h, draw)
 	case ".png":
+		if !pngBuilt {
+			return fmt.Errorf("plot: %s: PNG is not in this build (built with -tags sqm_nopng); use a .svg file name", path)
+		}
 		return encodePNG(out, w, h, draw)
 	}
-	return fmt.Errorf("plot: %s: unknown picture format; use a .svg or .png file name", path)
+	return fmt.Errorf("plot: %s: unknown picture format; use a file name ending in %s", path, Formats)
 }
 
 // Supported reports whether path names a format Write and WriteTradeoff
@@ -28,8 +29,10 @@ func encode(out io.Writer, path string, w, h int, draw func(canvas)) error {
 // measurement on a picture it cannot write.
 func Supported(path string) bool {
 	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg", ".png":
+	case ".svg":
 		return true
+	case ".png":
+		return pngBuilt
 	}
 	return false
 }
@@ -43,15 +46,6 @@ func encodeSVG(out io.Writer, w, h int, draw func(canvas)) error {
 	s.b.WriteString("</svg>\n")
 	if _, err := io.WriteString(out, s.b.String()); err != nil {
 		return fmt.Errorf("plot: write svg: %w", err)
-	}
-	return nil
-}
-
-func encodePNG(out io.Writer, w, h int, draw func(canvas)) error {
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw(&pngCanvas{img: img})
-	if err := png.Encode(out, img); err != nil {
-		return fmt.Errorf("plot: write png: %w", err)
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ func TestSVGGolden(t *testing.T) {
 }
 
 func TestPNG(t *testing.T) {
+	requirePNG(t)
 	for _, r := range []*bloat.Result{bloattest.Synthetic(), {Mode: bloat.ModeIdle}} {
 		var b bytes.Buffer
 		if err := Write(&b, "x.PNG", r); err != nil {
@@ -82,13 +83,29 @@ func keep(t *testing.T, name string, data []byte) {
 	}
 }
 
+// requirePNG skips a test of the raster path in a build without it.
+func requirePNG(t *testing.T) {
+	if !pngBuilt {
+		t.Skip("built with -tags sqm_nopng: no PNG (TestSupported checks it is refused)")
+	}
+}
+
 // TestSupported: what Supported accepts is exactly what the writers draw,
-// so a command's early --plot check and the writer cannot disagree.
+// so a command's early --plot check and the writer cannot disagree; in a
+// build with -tags sqm_nopng (go test -tags sqm_nopng ./internal/plot)
+// a .png name is refused by both, and the error names the tag.
 func TestSupported(t *testing.T) {
 	for _, path := range []string{"a.svg", "A.SVG", "dir.x/b.png", "c.jpg", "svg", "d.svg.gz", ""} {
 		err := Write(io.Discard, path, bloattest.Synthetic())
 		if got := Supported(path); got != (err == nil) {
 			t.Errorf("Supported(%q) = %v, but Write says %v", path, got, err)
 		}
+	}
+	err := Write(io.Discard, "b.png", bloattest.Synthetic())
+	if Supported("b.png") != pngBuilt {
+		t.Errorf("Supported(b.png) = %v in a build with pngBuilt %v", !pngBuilt, pngBuilt)
+	}
+	if !pngBuilt && (err == nil || !strings.Contains(err.Error(), "sqm_nopng")) {
+		t.Errorf("Write(b.png) without PNG: %v; want an error naming -tags sqm_nopng", err)
 	}
 }

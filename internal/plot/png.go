@@ -1,9 +1,13 @@
+//go:build !sqm_nopng
+
 package plot
 
 import (
+	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
+	"image/png"
 	"io"
 	"math"
 	"strconv"
@@ -14,6 +18,23 @@ import (
 
 	"sqm/internal/bloat"
 )
+
+// pngBuilt says this build draws PNG; -tags sqm_nopng leaves the raster
+// path (image/png, x/image's font, ~130 KB on mipsle) out of builds for a
+// router, whose page draws SVG (png_omitted.go).
+const pngBuilt = true
+
+// Formats names the picture file names this build can write, for errors.
+const Formats = ".svg or .png"
+
+func encodePNG(out io.Writer, w, h int, draw func(canvas)) error {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw(&pngCanvas{img: img})
+	if err := png.Encode(out, img); err != nil {
+		return fmt.Errorf("plot: write png: %w", err)
+	}
+	return nil
+}
 
 // PNG writes the picture as a PNG image. Text uses x/image's 7×13 bitmap
 // font at every size (sizes ≥ 16 are drawn bold), lines are drawn with

@@ -62,6 +62,7 @@ func TestSweepSVG(t *testing.T) {
 }
 
 func TestSweepPNG(t *testing.T) {
+	requirePNG(t)
 	var b bytes.Buffer
 	if err := WriteSweep(&b, "x.png", sampleSweep()); err != nil {
 		t.Fatal(err)

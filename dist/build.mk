@@ -1,0 +1,32 @@
+# The two packages' build tags, Go flags and size budgets, in one place:
+# the repository's Makefile (`make sizes`, `make router`, `make full`) and
+# dist/openwrt/Makefile both include this file, so the binaries `make
+# sizes` measures and checks are built the way the packages build them.
+# Plain make assignments only: OpenWrt's buildroot and GNU make in the
+# repository must both read it.
+
+# sqm, the router package: shaping, the daemon, luci-app-sqm, codel_police,
+# `status --json` and `--prom`. No lab, no tester, no web page (no net/http,
+# no TLS: cmd/sqm's TestForbiddenDeps checks).
+SQM_ROUTER_TAGS := sqm_nolab,sqm_notest,sqm_noweb
+
+# sqm-full: also the daemon's page, /metrics over HTTP, sqm test/server,
+# RPM and tune; no lab or VM harness (netem, veth and qemu are not on a
+# router) and no PNG pictures (the page draws SVG; `--plot x.svg` works).
+SQM_FULL_TAGS := sqm_nolab,sqm_nopng
+
+# Go flags of both packages (-trimpath is always on; OpenWrt's
+# golang-package.mk passes it itself). The GCFLAGS are a whole -gcflags
+# argument, e.g. all=-l (no inlining: -11 % on sqm-full, see docs/testing.md),
+# or empty.
+SQM_GO_LDFLAGS     := -s -w
+SQM_ROUTER_GCFLAGS :=
+SQM_FULL_GCFLAGS   :=
+
+# Budgets: bytes of the stripped static binary (1 MB = 1,000,000 bytes),
+# the same on every target `make sizes` builds, since what they guard is a
+# router's free flash, not a CPU; MIPS (softfloat) makes the largest
+# binaries, so it is the target that binds. `make sizes` fails, naming the
+# target, the package and the excess, when one is over.
+SQM_ROUTER_BUDGET := 3500000
+SQM_FULL_BUDGET   := 7000000
