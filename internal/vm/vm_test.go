@@ -223,7 +223,7 @@ func TestBoot(t *testing.T) {
 	if err != nil {
 		t.Skipf("no bootable kernel: %v", err)
 	}
-	if _, err := findQEMU(""); err != nil {
+	if _, err := findQEMU("", AMD64); err != nil {
 		t.Skip(err)
 	}
 	out := t.TempDir()
@@ -291,7 +291,7 @@ func TestBootBadKernel(t *testing.T) {
 	if err != nil {
 		t.Skipf("no bootable kernel: %v", err)
 	}
-	if _, err := findQEMU(""); err != nil {
+	if _, err := findQEMU("", AMD64); err != nil {
 		t.Skip(err)
 	}
 	notAKernel := filepath.Join(t.TempDir(), "vmlinuz")
