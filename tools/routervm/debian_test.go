@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,5 +45,45 @@ func TestKitCache(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(cache, ".mipsel-fetch-*"))
 	if len(left) > 0 {
 		t.Errorf("a failed download left %v behind", left)
+	}
+}
+
+// TestAncestorHolds runs this test binary under flock(1): the child must
+// see that its parent holds the lock (else routervm under `flock
+// /tmp/sqm-vm.lock make test` would wait for itself), and without flock
+// that nobody above it does.
+func TestAncestorHolds(t *testing.T) {
+	if f := os.Getenv("ROUTERVM_LOCK_HELPER"); f != "" {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		if pid := ancestorHolds(fh); pid > 0 {
+			os.Stdout.WriteString("HELD\n")
+		} else {
+			os.Stdout.WriteString("FREE\n")
+		}
+		return
+	}
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skip("needs flock(1) (util-linux)")
+	}
+	lock := filepath.Join(t.TempDir(), "lock")
+	os.WriteFile(lock, nil, 0o644)
+	for _, tt := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{flock, lock, os.Args[0], "-test.run=^TestAncestorHolds$"}, "HELD"},
+		{[]string{os.Args[0], "-test.run=^TestAncestorHolds$"}, "FREE"},
+	} {
+		cmd := exec.Command(tt.argv[0], tt.argv[1:]...)
+		cmd.Env = append(os.Environ(), "ROUTERVM_LOCK_HELPER="+lock)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%v: %v, output %q, want %s", tt.argv, err, out, tt.want)
+		}
 	}
 }

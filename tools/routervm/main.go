@@ -40,6 +40,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -201,11 +202,17 @@ func buildSQM(ctx context.Context, t target, tags, out string, stdout io.Writer)
 	return nil
 }
 
-// lockVMs takes vmLock, saying so if it has to wait.
+// lockVMs takes vmLock, saying so if it has to wait. If a process this
+// one runs under already holds it (flock /tmp/sqm-vm.lock make test),
+// waiting would deadlock: that lock is ours already.
 func lockVMs(stdout io.Writer) (func(), error) {
 	f, err := os.OpenFile(vmLock, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("VM lock: %w", err)
+	}
+	if pid := ancestorHolds(f); pid > 0 {
+		fmt.Fprintf(stdout, "routervm: %s is held by process %d, which this run is part of\n", vmLock, pid)
+		return func() { f.Close() }, nil
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		fmt.Fprintf(stdout, "routervm: waiting for %s (another VM is running)\n", vmLock)
@@ -217,6 +224,53 @@ func lockVMs(stdout io.Writer) (func(), error) {
 		fmt.Fprintf(stdout, "routervm: got %s after %.0f s\n", vmLock, time.Since(start).Seconds())
 	}
 	return func() { f.Close() }, nil
+}
+
+// ancestorHolds returns the PID of a parent (or further ancestor) of this
+// process that holds a flock on f's file, from /proc/locks, or 0.
+func ancestorHolds(f *os.File) int {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return 0
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	holders := map[int]bool{}
+	for _, l := range strings.Split(string(locks), "\n") {
+		// 1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF
+		fl := strings.Fields(l)
+		if len(fl) < 6 || fl[1] != "FLOCK" {
+			continue
+		}
+		dev := strings.Split(fl[5], ":")
+		if len(dev) != 3 || dev[2] != strconv.FormatUint(st.Ino, 10) {
+			continue
+		}
+		if pid, err := strconv.Atoi(fl[4]); err == nil {
+			holders[pid] = true
+		}
+	}
+	for pid, depth := os.Getppid(), 0; pid > 1 && depth < 64; depth++ {
+		if holders[pid] {
+			return pid
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			return 0
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return 0
+		}
+	}
+	return 0
 }
 
 // smoke boots t's VM with sqm inside, runs smoke.sh and checks what comes
