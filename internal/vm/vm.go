@@ -518,7 +518,11 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 	// The wrapper also logs each on-demand load to the kernel log (at
 	// info level: on the console only with loglevel=7 or ignore_loglevel),
 	// so a console capture shows which module the kernel asked for when.
-	c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\necho \"<6>sqm-vm: modprobe $*\" > /dev/kmsg\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	// A standalone guest has no host to hand over to: what it needs is
+	// loaded at boot (Config.Modules).
+	if !cfg.Standalone {
+		c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\necho \"<6>sqm-vm: modprobe $*\" > /dev/kmsg\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	}
 	for _, m := range mods {
 		c.File("lib/modules/"+m.Name, 0o644, m.Data)
 	}
@@ -529,19 +533,15 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 			if !filepath.IsAbs(f.Path) || p == "" || p == "init" || p == "cmd.sh" || p == "bin/busybox" {
 				return fmt.Errorf("vm: initramfs file %q: give an absolute path other than /init, /cmd.sh and /bin/busybox", f.Path)
 			}
-			for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
-				if !dirs[d] {
-					// Parents before children: cpio needs no order,
-					// but the kernel's unpacker creates what it reads.
-					var chain []string
-					for e := d; e != "." && !dirs[e]; e = filepath.Dir(e) {
-						chain = append([]string{e}, chain...)
-					}
-					for _, e := range chain {
-						c.Dir(e)
-						dirs[e] = true
-					}
-				}
+			// The missing parent directories, outermost first: the
+			// kernel's unpacker does not create them.
+			var chain []string
+			for d := filepath.Dir(p); d != "." && !dirs[d]; d = filepath.Dir(d) {
+				chain = append([]string{d}, chain...)
+			}
+			for _, d := range chain {
+				c.Dir(d)
+				dirs[d] = true
 			}
 			c.File(p, f.Mode&0o7777, f.Data)
 		}

@@ -420,7 +420,7 @@ func TestQEMUArgs(t *testing.T) {
 			cfg.Busybox = busybox
 			cfg.Timeout = time.Minute
 			if cfg.Standalone {
-				cfg.Files = []File{{Path: "/bin/sqm", Mode: 0o755, Data: []byte("a router binary")}}
+				cfg.Files = []File{{Path: "/bin/sqm", Mode: 0o755, Data: []byte("a router binary")}, {Path: "/usr/lib/sqm/recipe", Mode: 0o644, Data: []byte("nested")}}
 			}
 			if _, err := Boot(context.Background(), cfg); !errors.Is(err, ErrNoBoot) {
 				t.Fatalf("err = %v, want ErrNoBoot from the fake qemu", err)
@@ -457,6 +457,12 @@ func TestQEMUArgs(t *testing.T) {
 			}
 			if sqmErr != nil || string(sqm) != "a router binary" {
 				t.Errorf("/bin/sqm in the initramfs: %q, %v", sqm, sqmErr)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "root", "usr", "lib", "sqm", "recipe")); err != nil || string(b) != "nested" {
+				t.Errorf("/usr/lib/sqm/recipe in the initramfs: %q, %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "root", "sbin", "modprobe")); err == nil {
+				t.Error("standalone initramfs has the host modprobe wrapper")
 			}
 			if !strings.Contains(string(cmd), "'/bin/sqm' 'version'") || !strings.Contains(string(cmd), "SQM_VM=1") {
 				t.Errorf("cmd.sh does not run the command:\n%s", cmd)
