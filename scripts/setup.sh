@@ -6,6 +6,12 @@
 # Why each package (from an audit of every exec.Command/LookPath in the
 # tests, the lab, internal/vm and tools/vmtest):
 #   qemu-system-x86    the VM that runs TestVM*, `make vmtest`, `sqm lab --vm`
+#   qemu-system-mips   the mipsel router VM (`make routervm`, tools/routervm)
+#   qemu-system-arm    the ARMv7 router VM (the same); both VMs' kernels and
+#                      busyboxes come from Debian's archive at the first run
+#                      (apt-get download, dpkg -x, depmod: apt, dpkg, kmod)
+#   qemu-user-static   qemu-mips-static: the big-endian unit tests
+#                      (`make bigendian`, go test -exec)
 #   linux-image-amd64  the VM's kernel and its modules (cake, fq_codel, netem,
 #                      police, 9p); internal/vm.FindKernel reads /boot
 #   kmod               /sbin/modprobe: the VM's module autoload wrapper runs
@@ -42,7 +48,7 @@
 #                      the page tests' screenshots show no readable text
 set -eu
 
-pkgs="qemu-system-x86 linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
+pkgs="qemu-system-x86 qemu-system-mips qemu-system-arm qemu-user-static linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
 
 missing=""
 for p in $pkgs; do
@@ -71,7 +77,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
+for c in qemu-system-x86_64 qemu-system-mipsel qemu-system-arm qemu-mips-static apt-get dpkg /sbin/depmod /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # busybox must have its ash applet: the OpenWrt script tests run it.

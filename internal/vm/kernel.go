@@ -161,7 +161,7 @@ func moduleChain(modDir string, names []string) ([]module, error) {
 			return fmt.Errorf("vm: modules.dep: dependency loop at %s", n)
 		}
 		if _, ok := paths[n]; !ok {
-			return fmt.Errorf("vm: module %s is neither in %s/modules.dep nor built in: this kernel cannot mount the host over 9p; use Debian's linux-image-amd64", n, modDir)
+			return fmt.Errorf("vm: module %s is neither in %s/modules.dep nor built in: this kernel lacks it; use Debian's kernel (linux-image-amd64 for the amd64 VM)", n, modDir)
 		}
 		// modules.dep lists dependencies so that the last one loads first.
 		ds := deps[n]
@@ -261,14 +261,18 @@ func findBusybox(path string) (string, error) {
 	return "", fmt.Errorf("vm: find busybox: %w: install a static one with 'apt-get install busybox-static'", lastErr)
 }
 
-// findQEMU locates qemu-system-x86_64.
-func findQEMU(path string) (string, error) {
+// findQEMU locates the arch's qemu (qemu-system-x86_64 for AMD64), or
+// path if given.
+func findQEMU(path string, arch Arch) (string, error) {
+	if arch.QEMU == "" {
+		arch = AMD64
+	}
 	if path == "" {
-		path = "qemu-system-x86_64"
+		path = arch.QEMU
 	}
 	p, err := exec.LookPath(path)
 	if err != nil {
-		return "", fmt.Errorf("vm: find qemu: %w: install it with 'apt-get install qemu-system-x86'", err)
+		return "", fmt.Errorf("vm: find qemu: %w: install it with 'apt-get install %s'", err, arch.QEMUPackage)
 	}
 	return p, nil
 }

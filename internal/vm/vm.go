@@ -67,6 +67,64 @@ type Config struct {
 	// a checkout under /tmp (where people clone) visible inside, which the
 	// root share alone cannot: the VM's own /tmp hides the host's.
 	Shares []string
+
+	// Arch is the guest machine; the zero value is AMD64.
+	Arch Arch
+	// Standalone boots a guest that does not share the host's root: its
+	// whole userland is the initramfs (Busybox, which must then be given
+	// and be a static busybox of the guest's architecture, and Files), and
+	// Command runs there under busybox sh, not in a chroot of the host.
+	// This is how a guest of another CPU (a router's MIPS or ARM) runs:
+	// the host's binaries are of no use to it. Modules (names, resolved
+	// with their dependencies through Kernel.Modules' modules.dep) are
+	// loaded at boot. OutDir and Shares need the host share and are
+	// refused; results come back on the console.
+	Standalone bool
+	Files      []File
+	Modules    []string
+}
+
+// File is one file put into a standalone guest's initramfs.
+type File struct {
+	Path string // absolute path in the guest, e.g. /bin/sqm
+	Mode uint32 // permission bits, e.g. 0o755
+	Data []byte
+}
+
+// Arch is a guest machine as qemu emulates it.
+type Arch struct {
+	Name        string   // for messages: amd64, mipsle, arm
+	QEMU        string   // qemu binary looked up on PATH
+	QEMUPackage string   // the Debian package that has it
+	Args        []string // machine and CPU selection
+	Cmdline     string   // the kernel command line before Config.KernelArgs
+	CPUs        int      // the default number of CPUs
+}
+
+// AMD64 is the guest make test's VM tests and sqm lab --vm run in.
+var AMD64 = Arch{
+	Name: "amd64", QEMU: "qemu-system-x86_64", QEMUPackage: "qemu-system-x86",
+	Args: []string{"-accel", "tcg,thread=multi", "-cpu", "max"}, Cmdline: kernelCmdline, CPUs: 2,
+}
+
+// routerCmdline is kernelCmdline without what only x86 has (the IO-APIC
+// timer check) and with the console the machine's serial port has.
+const routerCmdline = "quiet loglevel=3 panic=-1 rdinit=/init softlockup_panic=1 softlockup_all_cpu_backtrace=1"
+
+// MIPSLE is the router class most OpenWrt devices are (ramips mt7621,
+// mipsel_24kc): a MIPS Malta board with a 24Kc, the CPU Debian's
+// 4kc-malta kernel runs on. Malta has one CPU.
+var MIPSLE = Arch{
+	Name: "mipsle", QEMU: "qemu-system-mipsel", QEMUPackage: "qemu-system-mips",
+	Args: []string{"-M", "malta", "-cpu", "24Kc"}, Cmdline: "console=ttyS0 " + routerCmdline, CPUs: 1,
+}
+
+// ARMv7 is the 32-bit ARM router class (ipq40xx, mvebu): qemu's virt
+// board with a Cortex-A15, which Debian's armmp kernel boots on; its
+// console is the PL011 UART.
+var ARMv7 = Arch{
+	Name: "arm", QEMU: "qemu-system-arm", QEMUPackage: "qemu-system-arm",
+	Args: []string{"-M", "virt", "-cpu", "cortex-a15"}, Cmdline: "console=ttyAMA0 " + routerCmdline, CPUs: 1,
 }
 
 // kernelCmdline is the guest's base command line. no_timer_check: under
@@ -120,6 +178,18 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Command) == 0 {
 		return Result{}, errors.New("vm: run: no command given")
 	}
+	if cfg.Arch.QEMU == "" {
+		cfg.Arch = AMD64
+	}
+	if cfg.Standalone && (cfg.OutDir != "" || len(cfg.Shares) > 0) {
+		return Result{}, errors.New("vm: a standalone guest has no host share: OutDir and Shares cannot be used")
+	}
+	if cfg.Standalone && cfg.Busybox == "" {
+		return Result{}, fmt.Errorf("vm: a standalone %s guest needs Config.Busybox: a static busybox for its CPU", cfg.Arch.Name)
+	}
+	if !cfg.Standalone && (len(cfg.Files) > 0 || len(cfg.Modules) > 0) {
+		return Result{}, errors.New("vm: Files and Modules are for a standalone guest (Config.Standalone)")
+	}
 	for _, d := range cfg.Shares {
 		if err := checkShare(d); err != nil {
 			return Result{}, err
@@ -132,7 +202,7 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		}
 		cfg.Kernel = k
 	}
-	qemu, err := findQEMU(cfg.QEMU)
+	qemu, err := findQEMU(cfg.QEMU, cfg.Arch)
 	if err != nil {
 		return Result{}, err
 	}
@@ -147,7 +217,7 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 		cfg.MemoryMB = 1024
 	}
 	if cfg.CPUs == 0 {
-		cfg.CPUs = 2
+		cfg.CPUs = cfg.Arch.CPUs
 	}
 	if cfg.OutDir != "" {
 		if fi, err := os.Stat(cfg.OutDir); err != nil || !fi.IsDir() {
@@ -173,13 +243,14 @@ func Boot(ctx context.Context, cfg Config) (Result, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max",
+	args := append(append([]string(nil), cfg.Arch.Args...),
 		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", cfg.Kernel.Image, "-initrd", initrd.Name(),
-		"-append", strings.Join(append(append([]string{kernelCmdline}, cfg.KernelArgs...), strings.Fields(os.Getenv(KernelArgsEnv))...), " "),
-		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+		"-append", strings.Join(append(append([]string{cfg.Arch.Cmdline}, cfg.KernelArgs...), strings.Fields(os.Getenv(KernelArgsEnv))...), " "),
+	)
+	if !cfg.Standalone {
+		args = append(args, "-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap")
 	}
 	if cfg.OutDir != "" {
 		args = append(args, "-virtfs", "local,path="+qemuOptQuote(cfg.OutDir)+",mount_tag=out,security_model=none,multidevs=remap")
@@ -421,7 +492,11 @@ func initScript(mods []module, withOut bool, shares []string, nonce string) stri
 }
 
 func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
-	mods, err := moduleChain(cfg.Kernel.Modules, bootModules)
+	want := bootModules
+	if cfg.Standalone {
+		want = cfg.Modules
+	}
+	mods, err := moduleChain(cfg.Kernel.Modules, want)
 	if err != nil {
 		return err
 	}
@@ -443,12 +518,39 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 	// The wrapper also logs each on-demand load to the kernel log (at
 	// info level: on the console only with loglevel=7 or ignore_loglevel),
 	// so a console capture shows which module the kernel asked for when.
-	c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\necho \"<6>sqm-vm: modprobe $*\" > /dev/kmsg\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	// A standalone guest has no host to hand over to: what it needs is
+	// loaded at boot (Config.Modules).
+	if !cfg.Standalone {
+		c.File("sbin/modprobe", 0o755, []byte("#!/bin/busybox sh\necho \"<6>sqm-vm: modprobe $*\" > /dev/kmsg\nexec /bin/busybox chroot /host /sbin/modprobe \"$@\"\n"))
+	}
 	for _, m := range mods {
 		c.File("lib/modules/"+m.Name, 0o644, m.Data)
 	}
-	c.File("cmd.sh", 0o755, []byte(commandScript(cfg)))
-	c.File("init", 0o755, []byte(initScript(mods, cfg.OutDir != "", cfg.Shares, nonce)))
+	if cfg.Standalone {
+		dirs := map[string]bool{"bin": true, "sbin": true, "dev": true, "proc": true, "host": true, "lib": true, "lib/modules": true}
+		for _, f := range cfg.Files {
+			p := strings.TrimPrefix(filepath.Clean(f.Path), "/")
+			if !filepath.IsAbs(f.Path) || p == "" || p == "init" || p == "cmd.sh" || p == "bin/busybox" {
+				return fmt.Errorf("vm: initramfs file %q: give an absolute path other than /init, /cmd.sh and /bin/busybox", f.Path)
+			}
+			// The missing parent directories, outermost first: the
+			// kernel's unpacker does not create them.
+			var chain []string
+			for d := filepath.Dir(p); d != "." && !dirs[d]; d = filepath.Dir(d) {
+				chain = append([]string{d}, chain...)
+			}
+			for _, d := range chain {
+				c.Dir(d)
+				dirs[d] = true
+			}
+			c.File(p, f.Mode&0o7777, f.Data)
+		}
+		c.File("cmd.sh", 0o755, []byte(standaloneCommandScript(cfg)))
+		c.File("init", 0o755, []byte(standaloneInitScript(mods, nonce)))
+	} else {
+		c.File("cmd.sh", 0o755, []byte(commandScript(cfg)))
+		c.File("init", 0o755, []byte(initScript(mods, cfg.OutDir != "", cfg.Shares, nonce)))
+	}
 	if err := c.Close(); err != nil {
 		return fmt.Errorf("vm: initramfs: %w", err)
 	}
@@ -456,4 +558,57 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 		return fmt.Errorf("vm: initramfs: %w", err)
 	}
 	return nil
+}
+
+// standaloneCommandScript is run by the initramfs's busybox sh.
+func standaloneCommandScript(cfg Config) string {
+	dir := cfg.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	env := []string{"PATH=/bin:/sbin", "HOME=/root", "TMPDIR=/tmp", "TERM=dumb"}
+	env = append(env, cfg.Env...)
+	env = append(env, "SQM_VM=1")
+	var b strings.Builder
+	b.WriteString("cd " + shellQuote(dir) + " || { echo 'vm: cannot cd to " + strings.ReplaceAll(dir, "'", "") + " inside the VM'; exit 125; }\n")
+	b.WriteString("exec /bin/busybox env -i")
+	for _, e := range env {
+		b.WriteString(" " + shellQuote(e))
+	}
+	for _, a := range cfg.Command {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString(" </dev/null 2>&1\n")
+	return b.String()
+}
+
+// standaloneInitScript is a standalone guest's /init: the initramfs is
+// the root, busybox's applets are installed as links in /bin, and the
+// modules are loaded before the command runs.
+func standaloneInitScript(mods []module, nonce string) string {
+	var b strings.Builder
+	fail := func(what string) string {
+		return fmt.Sprintf(" || fail %s", shellQuote(what))
+	}
+	b.WriteString("#!/bin/busybox sh\nB=/bin/busybox\n")
+	fmt.Fprintf(&b, "fail() { echo \"SQM-VM-FAIL-%s: $1\"; $B sync; $B sleep 0.3; $B poweroff -f; }\n", nonce)
+	b.WriteString("$B mkdir -p /proc /sys /dev /tmp /run /root /etc\n")
+	b.WriteString("$B mount -t proc proc /proc" + fail("mount /proc") + "\n")
+	b.WriteString("$B mount -t sysfs sysfs /sys" + fail("mount /sys") + "\n")
+	b.WriteString("$B mount -t devtmpfs dev /dev" + fail("mount /dev") + "\n")
+	b.WriteString("$B mount -t tmpfs tmpfs /tmp && $B mount -t tmpfs tmpfs /run" + fail("mount tmpfs on /tmp and /run") + "\n")
+	b.WriteString("$B chmod 1777 /tmp && $B mkdir -p /run/netns /run/lock /sys/fs/bpf\n")
+	// eBPF programs and maps are pinned here (codel_police); a kernel
+	// without bpffs fails the command that needs it, not the boot.
+	b.WriteString("$B mount -t bpf bpf /sys/fs/bpf 2>/dev/null\n")
+	b.WriteString("$B --install -s /bin" + fail("busybox --install") + "\n")
+	for _, m := range mods {
+		fmt.Fprintf(&b, "$B insmod /lib/modules/%s%s\n", m.Name, fail("insmod "+m.Name))
+	}
+	b.WriteString("$B ip link set lo up\n")
+	fmt.Fprintf(&b, "echo SQM-VM-START-%s\n", nonce)
+	b.WriteString("$B sh /cmd.sh\nrc=$?\n")
+	fmt.Fprintf(&b, "echo\necho SQM-VM-EXIT-%s=$rc\n", nonce)
+	b.WriteString("$B sync\n$B sleep 0.3\n$B poweroff -f\n")
+	return b.String()
 }

@@ -223,7 +223,7 @@ func TestBoot(t *testing.T) {
 	if err != nil {
 		t.Skipf("no bootable kernel: %v", err)
 	}
-	if _, err := findQEMU(""); err != nil {
+	if _, err := findQEMU("", AMD64); err != nil {
 		t.Skip(err)
 	}
 	out := t.TempDir()
@@ -291,7 +291,7 @@ func TestBootBadKernel(t *testing.T) {
 	if err != nil {
 		t.Skipf("no bootable kernel: %v", err)
 	}
-	if _, err := findQEMU(""); err != nil {
+	if _, err := findQEMU("", AMD64); err != nil {
 		t.Skip(err)
 	}
 	notAKernel := filepath.Join(t.TempDir(), "vmlinuz")
@@ -355,6 +355,147 @@ func TestKernelCmdlineLockupDiagnostics(t *testing.T) {
 	for _, want := range []string{"softlockup_panic=1", "softlockup_all_cpu_backtrace=1", "panic=-1"} {
 		if !strings.Contains(" "+kernelCmdline+" ", " "+want+" ") {
 			t.Errorf("kernel command line %q lacks %s", kernelCmdline, want)
+		}
+	}
+}
+
+// fakeModules makes a module tree with the given (empty) modules.
+func fakeModules(t *testing.T, names ...string) string {
+	t.Helper()
+	mods := t.TempDir()
+	dep := ""
+	for _, m := range names {
+		os.WriteFile(filepath.Join(mods, m+".ko"), []byte("ELF "+m), 0o644)
+		dep += m + ".ko:\n"
+	}
+	os.WriteFile(filepath.Join(mods, "modules.dep"), []byte(dep), 0o644)
+	return mods
+}
+
+// argsQEMU is a fake qemu that writes its arguments, one a line, and the
+// initramfs's unpacked file list to dir, then exits as a VM that did not
+// boot would.
+func argsQEMU(t *testing.T, dir string) string {
+	t.Helper()
+	fake := filepath.Join(t.TempDir(), "qemu")
+	os.WriteFile(fake, []byte(`#!/bin/sh
+for a in "$@"; do printf '%s\n' "$a"; done > `+dir+`/args
+while [ $# -gt 0 ]; do [ "$1" = -initrd ] && initrd=$2; shift; done
+mkdir `+dir+`/root && cd `+dir+`/root && gzip -dc "$initrd" | cpio -id --quiet 2>/dev/null
+`), 0o755)
+	return fake
+}
+
+// TestQEMUArgs pins the amd64 VM's qemu command line (the arch table must
+// not change it) and checks the router machines get theirs.
+func TestQEMUArgs(t *testing.T) {
+	if _, err := exec.LookPath("cpio"); err != nil {
+		t.Skip("needs cpio")
+	}
+	busybox, err := findBusybox("")
+	if err != nil {
+		t.Skipf("no static busybox (apt-get install busybox-static): %v", err)
+	}
+	mods := fakeModules(t, "virtio_pci", "9pnet_virtio", "9p", "sch_cake")
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"amd64", Config{}, []string{"-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2", "-nographic", "-no-reboot", "-nic", "none",
+			"-kernel", "/vmlinuz", "-initrd", "INITRD", "-append", kernelCmdline,
+			"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap"}},
+		{"mipsle", Config{Arch: MIPSLE, Standalone: true, MemoryMB: 256, Modules: []string{"sch_cake"}}, []string{"-M", "malta", "-cpu", "24Kc", "-m", "256", "-smp", "1", "-nographic", "-no-reboot", "-nic", "none",
+			"-kernel", "/vmlinuz", "-initrd", "INITRD", "-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init softlockup_panic=1 softlockup_all_cpu_backtrace=1"}},
+		{"arm", Config{Arch: ARMv7, Standalone: true, MemoryMB: 256}, []string{"-M", "virt", "-cpu", "cortex-a15", "-m", "256", "-smp", "1", "-nographic", "-no-reboot", "-nic", "none",
+			"-kernel", "/vmlinuz", "-initrd", "INITRD", "-append", "console=ttyAMA0 quiet loglevel=3 panic=-1 rdinit=/init softlockup_panic=1 softlockup_all_cpu_backtrace=1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(KernelArgsEnv, "")
+			dir := t.TempDir()
+			cfg := tt.cfg
+			cfg.Command = []string{"/bin/sqm", "version"}
+			cfg.Kernel = Kernel{Image: "/vmlinuz", Modules: mods}
+			cfg.QEMU = argsQEMU(t, dir)
+			cfg.Busybox = busybox
+			cfg.Timeout = time.Minute
+			if cfg.Standalone {
+				cfg.Files = []File{{Path: "/bin/sqm", Mode: 0o755, Data: []byte("a router binary")}, {Path: "/usr/lib/sqm/recipe", Mode: 0o644, Data: []byte("nested")}}
+			}
+			if _, err := Boot(context.Background(), cfg); !errors.Is(err, ErrNoBoot) {
+				t.Fatalf("err = %v, want ErrNoBoot from the fake qemu", err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "args"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			for i := range got {
+				if i > 0 && got[i-1] == "-initrd" {
+					got[i] = "INITRD"
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("qemu args:\n%q\nwant\n%q", got, tt.want)
+			}
+			initScript, _ := os.ReadFile(filepath.Join(dir, "root", "init"))
+			cmd, _ := os.ReadFile(filepath.Join(dir, "root", "cmd.sh"))
+			sqm, sqmErr := os.ReadFile(filepath.Join(dir, "root", "bin", "sqm"))
+			if !cfg.Standalone {
+				if !strings.Contains(string(initScript), "mount -t 9p") || !strings.Contains(string(initScript), "chroot /host") {
+					t.Errorf("amd64 init does not mount and chroot into the host root:\n%s", initScript)
+				}
+				return
+			}
+			if strings.Contains(string(initScript), "9p") || strings.Contains(string(initScript), "chroot") {
+				t.Errorf("standalone init uses the host share:\n%s", initScript)
+			}
+			for _, m := range cfg.Modules {
+				if !strings.Contains(string(initScript), "insmod /lib/modules/"+m+".ko") {
+					t.Errorf("standalone init does not load %s:\n%s", m, initScript)
+				}
+			}
+			if sqmErr != nil || string(sqm) != "a router binary" {
+				t.Errorf("/bin/sqm in the initramfs: %q, %v", sqm, sqmErr)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "root", "usr", "lib", "sqm", "recipe")); err != nil || string(b) != "nested" {
+				t.Errorf("/usr/lib/sqm/recipe in the initramfs: %q, %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "root", "sbin", "modprobe")); err == nil {
+				t.Error("standalone initramfs has the host modprobe wrapper")
+			}
+			if !strings.Contains(string(cmd), "'/bin/sqm' 'version'") || !strings.Contains(string(cmd), "SQM_VM=1") {
+				t.Errorf("cmd.sh does not run the command:\n%s", cmd)
+			}
+		})
+	}
+}
+
+func TestStandaloneErrors(t *testing.T) {
+	k := Kernel{Image: "/x", Modules: t.TempDir()}
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Standalone: true, Arch: MIPSLE, Busybox: "/bin/true", OutDir: "/tmp"}, "no host share"},
+		{Config{Standalone: true, Arch: MIPSLE, Busybox: "/bin/true", Shares: []string{"/usr"}}, "no host share"},
+		{Config{Standalone: true, Arch: MIPSLE}, "needs Config.Busybox"},
+		{Config{Files: []File{{Path: "/x"}}}, "for a standalone guest"},
+		{Config{Standalone: true, Arch: MIPSLE, QEMU: "/bin/true", Busybox: "/bin/busybox", Modules: []string{"sch_cake"}}, "modules.dep"},
+	} {
+		tt.cfg.Command = []string{"true"}
+		tt.cfg.Kernel = k
+		_, err := Boot(context.Background(), tt.cfg)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: err = %v, want one with %q", tt.cfg, err, tt.want)
+		}
+	}
+	mods := fakeModules(t, "sch_cake")
+	for _, p := range []string{"relative", "/init", "/bin/busybox", "/cmd.sh", "/"} {
+		var buf bytes.Buffer
+		err := writeInitramfs(&buf, Config{Standalone: true, Kernel: Kernel{Modules: mods}, Files: []File{{Path: p}}}, "/bin/busybox", "n")
+		if err == nil || !strings.Contains(err.Error(), "initramfs file") {
+			t.Errorf("file %q: err = %v", p, err)
 		}
 	}
 }
