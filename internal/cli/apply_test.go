@@ -47,7 +47,7 @@ func TestApplyOverheadBoundsMatchConfig(t *testing.T) {
 	for _, n := range []int64{config.MinOverhead - 1, config.MinOverhead, 0, config.MaxOverhead, config.MaxOverhead + 1, 1 << 40} {
 		v := fmt.Sprint(n)
 		code, _, errs := runApply(t, "--iface", "eth0", "--down", "10mbit", "--up", "2mbit", "--script", "simplest", "--qdisc", "fq_codel", "--linklayer", "atm", "--overhead", v, "--dry-run")
-		_, cerr := config.Parse("sqm", strings.NewReader("config queue 'wan'\n\toption overhead '"+v+"'\n"))
+		_, cerr := config.Parse("sqm", strings.NewReader("config queue 'wan'\n\toption enabled '1'\n\toption interface 'eth0'\n\toption script 'simplest'\n\toption overhead '"+v+"'\n"))
 		if flagOK, fileOK := code == 0, cerr == nil; flagOK != fileOK {
 			t.Errorf("overhead %s: flag accepted %v (%s), config file accepted %v (%v)", v, flagOK, strings.TrimSpace(errs), fileOK, cerr)
 		}

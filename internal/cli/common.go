@@ -66,14 +66,17 @@ func buildPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
 }
 
 // loadConfig reads the UCI file and prints its warnings (options sqm-scripts
-// would silently ignore) to stderr.
-func loadConfig(env *Env, path string) ([]config.Queue, error) {
+// would silently ignore) to stderr. As config.Load, it returns the File
+// even when some sections are refused (the error is then f.Err()):
+// commands that shape what they can go on with f.Queues and f.Refused
+// and fail only when f is nil; those that need the whole file check err.
+func loadConfig(env *Env, path string) (*config.File, error) {
 	f, err := config.Load(path)
-	if err != nil {
+	if f == nil {
 		return nil, err
 	}
 	for _, w := range f.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	return f.Queues, nil
+	return f, err
 }

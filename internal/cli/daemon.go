@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -105,12 +106,20 @@ Example:
 			if len(args) > 0 {
 				return usageError("daemon takes no arguments; select sections with the config's enabled option")
 			}
-			if err := daemonSection(fs, flagString(fs, "config")); err != nil {
-				return err
-			}
+			// A bad option in the file's daemon section is logged
+			// (below) and that setting keeps its default: the daemon
+			// never exits on a config problem (issue 23).
+			levelOnCommandLine := flagSet(fs, "log-level")
+			sectionErr := daemonSection(fs, flagString(fs, "config"))
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
-				return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
+				if !levelOnCommandLine {
+					sectionErr = errors.Join(sectionErr, fmt.Errorf("log_level %q: use debug, info, warn or error", flagString(fs, "log-level")))
+					fs.Set("log-level", "info")
+					level = slog.LevelInfo
+				} else {
+					return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
+				}
 			}
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
@@ -124,6 +133,9 @@ Example:
 			logs := newSectionLogs(env.Stderr, level)
 			defer logs.close()
 			log := logs.logger()
+			for _, e := range splitErrors(sectionErr) {
+				log.Error("daemon setting ignored; its default is used", "err", e)
+			}
 			dir := stateDir(env, fs)
 			conn, err := kernel.Open()
 			if err != nil {
@@ -163,16 +175,16 @@ Example:
 					Independent: true,
 				},
 				ConfigPath: configSource(fs),
-				Load: func(path string) ([]config.Queue, error) {
+				Load: func(path string) (*config.File, error) {
 					refreshAvailableQdiscs(log, dir)
-					qs, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
-					if err == nil {
-						if lerr := logs.configure(qs, dir, "debug", true); lerr != nil {
+					f, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
+					if f != nil {
+						if lerr := logs.configure(f.Queues, dir, "debug", true); lerr != nil {
 							log.Error("cannot write a debug log", "err", lerr)
 						}
-						debugHeader(log, qs, "daemon (re)load")
+						debugHeader(log, f.Queues, "daemon (re)load")
 					}
-					return qs, err
+					return f, err
 				},
 				Lock: func() (func(), error) {
 					l, err := service.AcquireLock(dir, lockWait)
@@ -250,10 +262,12 @@ func daemonOptions() []struct{ option, flag, kind string } {
 
 // daemonSection applies the config file's `config sqm 'daemon'` section to
 // the flags the command line did not set. A missing or unreadable file is
-// left to the daemon's own load, which reports it.
+// left to the daemon's own load, which reports it; a refused queue section
+// does not hide this one. A bad option is an error (the daemon logs it and
+// keeps that flag's value); every other option is still applied.
 func daemonSection(fs *flag.FlagSet, path string) error {
-	f, err := config.Load(path)
-	if err != nil || f.UCI == nil {
+	f, _ := config.Load(path)
+	if f == nil || f.UCI == nil {
 		return nil
 	}
 	sec := f.UCI.Lookup("daemon")
@@ -262,6 +276,7 @@ func daemonSection(fs *flag.FlagSet, path string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var errs []error
 	for _, o := range daemonOptions() {
 		opt := sec.Option(o.option)
 		if opt == nil || set[o.flag] {
@@ -276,18 +291,38 @@ func daemonSection(fs *flag.FlagSet, path string) error {
 			case "0", "false", "no", "off":
 				v = "false"
 			default:
-				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v)
+				errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v))
+				continue
 			}
 		case "duration":
 			// The flag's own parser: plain numbers are seconds, as
 			// elsewhere in UCI and on the command line.
 			if _, err := units.ParseDuration(v); err != nil {
-				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value())
+				errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value()))
+				continue
 			}
 		}
 		if err := fs.Set(o.flag, v); err != nil {
-			return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %w", path, opt.Line, o.option, err)
+			errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %w", path, opt.Line, o.option, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// splitErrors splits an errors.Join result into its errors (none for nil).
+func splitErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -30,8 +30,11 @@ Example:
 			stateDirFlag(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			qs, err := loadConfig(env, flagString(fs, "config"))
-			if err != nil {
+			// Broken sections are refused (reported, and exit 1)
+			// after the others are shaped, as sqm-scripts starts each
+			// section on its own.
+			f, err := loadConfig(env, flagString(fs, "config"))
+			if f == nil {
 				return err
 			}
 			s, err := openSession(env, fs)
@@ -39,10 +42,10 @@ Example:
 				return err
 			}
 			defer s.close()
-			if err := s.sections(qs, "start-sqm", "reload"); err != nil {
+			if err := s.sections(f.Queues, "start-sqm", "reload"); err != nil {
 				return err
 			}
-			outs, err := s.svc.Reload(qs, s.source, service.PrepareOptions{Ifaces: args})
+			outs, err := s.svc.Reload(f.Queues, s.source, service.PrepareOptions{Ifaces: args, Refused: f.Refused})
 			printOutcomes(env.Stdout, outs)
 			return err
 		},

@@ -114,8 +114,11 @@ Example:
 			fs.Bool("force", false, "replace root/ingress qdiscs sqm did not install")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			qs, err := loadConfig(env, flagString(fs, "config"))
-			if err != nil {
+			// Broken sections are refused (reported, and exit 1)
+			// after the others are shaped, as sqm-scripts starts each
+			// section on its own.
+			f, err := loadConfig(env, flagString(fs, "config"))
+			if f == nil {
 				return err
 			}
 			s, err := openSession(env, fs)
@@ -123,10 +126,10 @@ Example:
 				return err
 			}
 			defer s.close()
-			if err := s.sections(qs, "start-sqm", "start"); err != nil {
+			if err := s.sections(f.Queues, "start-sqm", "start"); err != nil {
 				return err
 			}
-			outs, err := s.svc.Start(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
+			outs, err := s.svc.Start(f.Queues, s.source, service.PrepareOptions{Ifaces: args, Refused: f.Refused}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err
 		},
