@@ -223,6 +223,9 @@ func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
 	intr, ierr := d.Svc.Store.Interrupted()
 	serr = errors.Join(serr, ierr)
 	rep := statusReport(conn, states, intr, nil, time.Now())
+	refused, rerr := d.Svc.Store.Refused()
+	rep.withRefused(refused, nil)
+	serr = errors.Join(serr, rerr)
 	page := &webStatusDoc{statusDoc: statusJSON(rep, d.Svc.Store.Dir), Links: map[string]webLink{}, Last: map[string]string{}}
 	for _, dev := range page.Devices {
 		l := webLink{}
