@@ -103,6 +103,18 @@ Example:
 			webFlags(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			// SIGHUP first, before anything slow (the page, netlink, the
+			// link watcher): Go's default for it is to end the process,
+			// and procd sends one on every reload, so a reload while the
+			// daemon starts would count as a crash. One that comes early
+			// waits in the channel and is a reload once the loop runs.
+			// SIGTERM/SIGINT are caught by cmd/sqm from the start.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			if DaemonSignalsCaught != nil {
+				DaemonSignalsCaught()
+			}
 			if len(args) > 0 {
 				return usageError("daemon takes no arguments; select sections with the config's enabled option")
 			}
@@ -158,10 +170,6 @@ Example:
 					}
 				}()
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-
 			debounce, checkEvery, pollEvery := daemonTimings(fs)
 			reqs := make(chan service.Request)
 			d := &service.Daemon{
@@ -213,6 +221,11 @@ Example:
 		},
 	}
 }
+
+// DaemonSignalsCaught, when set (only by tests, through clitest), is called
+// as soon as the daemon catches SIGHUP, before it opens anything, so a
+// test can send a signal in that window without guessing at sleeps.
+var DaemonSignalsCaught func()
 
 // daemonTimings maps the duration flags to service.Daemon's fields, where
 // 0 means "use the default" and a negative value means "none". On the
