@@ -38,9 +38,16 @@ func cmdDaemon() *command {
   - every --check-interval it compares the kernel with what it applied and
     puts back trees someone removed or replaced (--restore=false: only logs
     the difference, once);
-  - on SIGHUP, or when the config file changes, it applies only what
-    changed; a config that does not parse is logged with file and line and
-    the running shaping is kept;
+  - on SIGHUP, or when its poll (--poll-interval) sees the config file
+    change, it applies only what changed;
+  - it never exits on a config problem: a broken enabled section is logged
+    with file and line and refused (its interface keeps what it had, 'sqm
+    status' and the page show it) while the others are shaped, and it is
+    applied once fixed (SIGHUP, or the file changes); a file that is not
+    valid UCI, or missing, keeps the running shaping until it is fixed; a
+    bad option of the 'daemon' section below is logged and keeps its
+    default; SIGHUP is caught before anything else, so a reload while the
+    daemon starts is a reload once it runs;
   - on SIGTERM/SIGINT it exits and leaves the shaping in place, unless
     --stop-on-exit.
 

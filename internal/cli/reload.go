@@ -17,7 +17,9 @@ func cmdReload() *command {
 		help: `Brings the kernel in line with the config file: new and changed sections
 are applied, unchanged ones are left alone (their counters keep counting),
 and the shaping of sections that were deleted or disabled is removed. A
-config that does not parse changes nothing. With a running daemon, send it
+broken enabled section is refused as by 'sqm start' (the others are
+applied, its interface keeps its tree, exit 1); a file that is not valid
+UCI changes nothing. With a running daemon, send it
 SIGHUP instead (systemctl reload sqm, /etc/init.d/sqm reload).
 
 Example:

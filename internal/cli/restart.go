@@ -22,7 +22,9 @@ disabled is removed. 'sqm reload' changes only what changed.
 It is not a stop followed by a start: each interface's new tree replaces
 the old one in one transaction, and if the kernel refuses the new tree the
 old one is put back, so a failed restart leaves the interface shaped as
-before. A config that does not parse or plan changes nothing.
+before. A broken enabled section is refused as by 'sqm start' (the others
+are rebuilt, its interface keeps its tree, exit 1); a file that is not
+valid UCI changes nothing.
 
 Example:
 

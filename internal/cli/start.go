@@ -87,7 +87,13 @@ func cmdStart() *command {
 those for the named interfaces). Everything is checked first: the config,
 that each interface exists, that no two interfaces need one IFB device. Of
 several enabled sections for one interface only the first is started, with
-a warning naming both. If anything is wrong nothing is changed. Sections already
+a warning naming both. An enabled section that is broken (a bad value, or
+options the planner refuses) is refused: the other sections are started,
+then start exits 1 naming it and each problem with file:line, and the
+refused section's interface keeps what it had ('sqm status' lists it). A
+disabled section is only read for its syntax: its bad values are warnings.
+If anything else is wrong (a missing interface, an IFB clash, the kernel
+refusing a tree) nothing is changed. Sections already
 applied unchanged are left alone (their counters keep counting); changed
 sections are re-applied. A section whose interface does not exist is an
 error here; 'sqm daemon' waits for it instead.
