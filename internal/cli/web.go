@@ -218,7 +218,7 @@ func lockAroundTune(ctx context.Context, lock func() (func(), error), tuning *at
 	}
 }
 
-func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
+func webStatus(conn statusKernel, d *service.Daemon) (*webStatusDoc, error) {
 	states, serr := d.Svc.Store.All()
 	intr, ierr := d.Svc.Store.Interrupted()
 	serr = errors.Join(serr, ierr)
