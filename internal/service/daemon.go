@@ -354,7 +354,9 @@ func (d *Daemon) record(outs []Outcome, err error) {
 		d.last = map[string]Outcome{}
 	}
 	for _, o := range outs {
-		d.last[o.Interface] = o
+		if o.Interface != "" { // a section refused for its interface option; Store.Refused has it
+			d.last[o.Interface] = o
+		}
 	}
 	d.lastErr, d.lastAt = err, time.Now()
 }
