@@ -13,7 +13,6 @@ import (
 	"sqm/internal/config"
 	"sqm/internal/plan"
 	"sqm/internal/service"
-	"sqm/internal/units"
 )
 
 func cmdApply() *command {
@@ -22,8 +21,11 @@ func cmdApply() *command {
 		summary: "shape one interface from flags, without a config file",
 		usage:   "sqm apply --iface IF --down RATE --up RATE [--script NAME] [--qdisc NAME] [--linklayer none|ethernet|atm] [--overhead N] [--mpu N] [--dry-run] [--force]",
 		help: `Sets up shaping on one interface from the command line, with sqm-scripts'
-defaults for everything not given. Rates are tc rates: 20mbit, 830kbit,
-1gbit (a bare number is bit/s); 0 leaves that direction alone. The result is
+defaults for everything not given. Rates take a unit: 20mbit, 830kbit,
+1gbit; 0 leaves that direction alone. A bare number such as 90000 is
+refused: the config file reads it as kbit/s, tc as bit/s, and a guess
+either way could cut the line to a trickle; write 90000kbit or 90mbit.
+The result is
 recorded like a config section named "cli", so 'sqm stop IF' removes it and
 'sqm status' shows it. --dry-run prints the tc/ip commands instead.
 
@@ -34,8 +36,8 @@ Example (cable line measured at 100/20 Mbit/s, shaped to 90 %):
 		flags: func(fs *flag.FlagSet) {
 			stateDirFlag(fs)
 			fs.String("iface", "", "interface to shape (required)")
-			fs.String("down", "", "download (ingress) rate, e.g. 90mbit; 0: none (required)")
-			fs.String("up", "", "upload (egress) rate, e.g. 18mbit; 0: none (required)")
+			fs.String("down", "", "download (ingress) `rate`, "+rateHelp+"; 0: none (required)")
+			fs.String("up", "", "upload (egress) `rate`, "+rateHelp+"; 0: none (required)")
 			fs.String("script", "", "recipe: "+strings.Join(config.Scripts(), ", ")+" (default: piece_of_cake)")
 			fs.String("qdisc", "", "leaf qdisc, e.g. cake, fq_codel, pfifo (default: sqm-scripts' default)")
 			fs.String("linklayer", "", "link-layer accounting: none, ethernet or atm")
@@ -94,9 +96,9 @@ func queueFromFlags(fs *flag.FlagSet) (*config.Queue, error) {
 		if v == "" {
 			return nil, usageError("--%s is required (a tc rate such as 20mbit, or 0)", r.flag)
 		}
-		bits, err := units.ParseRate(v)
+		bits, err := rateFlag(r.flag, v)
 		if err != nil {
-			return nil, usageError("--%s: %v", r.flag, err)
+			return nil, err
 		}
 		*r.dst = bits / 1000 // sections are in kbit/s
 		if bits > 0 && *r.dst == 0 {

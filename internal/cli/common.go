@@ -4,10 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
+	"sqm/internal/units"
 )
 
 // These helpers serve the shaping commands and `sqm plan`; plan only reads
@@ -66,14 +68,36 @@ func buildPlan(q *config.Queue, mtu int) (*plan.Plan, error) {
 }
 
 // loadConfig reads the UCI file and prints its warnings (options sqm-scripts
-// would silently ignore) to stderr.
-func loadConfig(env *Env, path string) ([]config.Queue, error) {
+// would silently ignore) to stderr. As config.Load, it returns the File
+// even when some sections are refused (the error is then f.Err()):
+// commands that shape what they can go on with f.Queues and f.Refused
+// and fail only when f is nil; those that need the whole file check err.
+func loadConfig(env *Env, path string) (*config.File, error) {
 	f, err := config.Load(path)
-	if err != nil {
+	if f == nil {
 		return nil, err
 	}
 	for _, w := range f.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	return f.Queues, nil
+	return f, err
+}
+
+// rateHelp is how every rate flag's help says what it takes.
+const rateHelp = "a rate with a unit (20mbit, 830kbit, 1gbit; a bare number other than 0 is refused)"
+
+// rateFlag parses the rate flag name (without dashes) and returns bit/s.
+// tc reads a bare number as bit/s, but the config file's download and
+// upload are kbit/s: an sqm-scripts user typing the number they know
+// (--down 90000) would shape at 90 kbit/s, a trickle. So a bare number
+// other than 0 is refused, with both spellings it may have meant.
+func rateFlag(name, v string) (uint64, error) {
+	bits, err := units.ParseRate(v)
+	if err != nil {
+		return 0, usageError("--%s: %v", name, err)
+	}
+	if bits != 0 && strings.TrimLeft(v, "0123456789.eE+-") == "" {
+		return 0, usageError("--%s %s has no unit: write %skbit for kbit/s (as the config file's '%s' means) or %sbit for bit/s (as tc reads a bare number)", name, v, v, v, v)
+	}
+	return bits, nil
 }

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -37,9 +38,16 @@ func cmdDaemon() *command {
   - every --check-interval it compares the kernel with what it applied and
     puts back trees someone removed or replaced (--restore=false: only logs
     the difference, once);
-  - on SIGHUP, or when the config file changes, it applies only what
-    changed; a config that does not parse is logged with file and line and
-    the running shaping is kept;
+  - on SIGHUP, or when its poll (--poll-interval) sees the config file
+    change, it applies only what changed;
+  - it never exits on a config problem: a broken enabled section is logged
+    with file and line and refused (its interface keeps what it had, 'sqm
+    status' and the page show it) while the others are shaped, and it is
+    applied once fixed (SIGHUP, or the file changes); a file that is not
+    valid UCI, or missing, keeps the running shaping until it is fixed; a
+    bad option of the 'daemon' section below is logged and keeps its
+    default; SIGHUP is caught before anything else, so a reload while the
+    daemon starts is a reload once it runs;
   - on SIGTERM/SIGINT it exits and leaves the shaping in place, unless
     --stop-on-exit.
 
@@ -102,15 +110,35 @@ Example:
 			webFlags(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			// SIGHUP first, before anything slow (the page, netlink, the
+			// link watcher): Go's default for it is to end the process,
+			// and procd sends one on every reload, so a reload while the
+			// daemon starts would count as a crash. One that comes early
+			// waits in the channel and is a reload once the loop runs.
+			// SIGTERM/SIGINT are caught by cmd/sqm from the start.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			if DaemonSignalsCaught != nil {
+				DaemonSignalsCaught()
+			}
 			if len(args) > 0 {
 				return usageError("daemon takes no arguments; select sections with the config's enabled option")
 			}
-			if err := daemonSection(fs, flagString(fs, "config")); err != nil {
-				return err
-			}
+			// A bad option in the file's daemon section is logged
+			// (below) and that setting keeps its default: the daemon
+			// never exits on a config problem (issue 23).
+			levelOnCommandLine := flagSet(fs, "log-level")
+			sectionErr := daemonSection(fs, flagString(fs, "config"))
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
-				return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
+				if !levelOnCommandLine {
+					sectionErr = errors.Join(sectionErr, fmt.Errorf("log_level %q: use debug, info, warn or error", flagString(fs, "log-level")))
+					fs.Set("log-level", "info")
+					level = slog.LevelInfo
+				} else {
+					return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
+				}
 			}
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
@@ -124,6 +152,9 @@ Example:
 			logs := newSectionLogs(env.Stderr, level)
 			defer logs.close()
 			log := logs.logger()
+			for _, e := range splitErrors(sectionErr) {
+				log.Error("daemon setting ignored; its default is used", "err", e)
+			}
 			dir := stateDir(env, fs)
 			conn, err := kernel.Open()
 			if err != nil {
@@ -146,10 +177,6 @@ Example:
 					}
 				}()
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-
 			debounce, checkEvery, pollEvery := daemonTimings(fs)
 			reqs := make(chan service.Request)
 			// loaded is the last config that loaded, for the stop log.
@@ -165,20 +192,20 @@ Example:
 					Independent: true,
 				},
 				ConfigPath: configSource(fs),
-				Load: func(path string) ([]config.Queue, error) {
+				Load: func(path string) (*config.File, error) {
 					refreshAvailableQdiscs(log, dir)
-					qs, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
-					if err == nil {
-						loaded = qs
+					f, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
+					if f != nil {
+						loaded = f.Queues
 						// luci-app-sqm tells users to look at
 						// <iface>.start-sqm.log: the daemon's whole
 						// life goes there (appended, cut at 1 MiB).
-						if lerr := logs.configure(qs, dir, "start-sqm", true); lerr != nil {
+						if lerr := logs.configure(f.Queues, dir, "start-sqm", true); lerr != nil {
 							log.Error("cannot write a debug log", "err", lerr)
 						}
-						debugHeader(log, qs, "daemon (re)load")
+						debugHeader(log, f.Queues, "daemon (re)load")
 					}
-					return qs, err
+					return f, err
 				},
 				Lock: func() (func(), error) {
 					l, err := service.AcquireLock(dir, lockWait)
@@ -215,6 +242,11 @@ Example:
 		},
 	}
 }
+
+// DaemonSignalsCaught, when set (only by tests, through clitest), is called
+// as soon as the daemon catches SIGHUP, before it opens anything, so a
+// test can send a signal in that window without guessing at sleeps.
+var DaemonSignalsCaught func()
 
 // daemonTimings maps the duration flags to service.Daemon's fields, where
 // 0 means "use the default" and a negative value means "none". On the
@@ -264,10 +296,12 @@ func daemonOptions() []struct{ option, flag, kind string } {
 
 // daemonSection applies the config file's `config sqm 'daemon'` section to
 // the flags the command line did not set. A missing or unreadable file is
-// left to the daemon's own load, which reports it.
+// left to the daemon's own load, which reports it; a refused queue section
+// does not hide this one. A bad option is an error (the daemon logs it and
+// keeps that flag's value); every other option is still applied.
 func daemonSection(fs *flag.FlagSet, path string) error {
-	f, err := config.Load(path)
-	if err != nil || f.UCI == nil {
+	f, _ := config.Load(path)
+	if f == nil || f.UCI == nil {
 		return nil
 	}
 	sec := f.UCI.Lookup("daemon")
@@ -276,6 +310,7 @@ func daemonSection(fs *flag.FlagSet, path string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var errs []error
 	for _, o := range daemonOptions() {
 		opt := sec.Option(o.option)
 		if opt == nil || set[o.flag] {
@@ -290,18 +325,38 @@ func daemonSection(fs *flag.FlagSet, path string) error {
 			case "0", "false", "no", "off":
 				v = "false"
 			default:
-				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v)
+				errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a boolean; use '1' or '0'", path, opt.Line, o.option, v))
+				continue
 			}
 		case "duration":
 			// The flag's own parser: plain numbers are seconds, as
 			// elsewhere in UCI and on the command line.
 			if _, err := units.ParseDuration(v); err != nil {
-				return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value())
+				errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %q is not a duration; use seconds (30) or 30s, 2m", path, opt.Line, o.option, opt.Value()))
+				continue
 			}
 		}
 		if err := fs.Set(o.flag, v); err != nil {
-			return fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %w", path, opt.Line, o.option, err)
+			errs = append(errs, fmt.Errorf("%s:%d: sqm \"daemon\" option %s: %w", path, opt.Line, o.option, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// splitErrors splits an errors.Join result into its errors (none for nil).
+func splitErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

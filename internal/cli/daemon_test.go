@@ -28,6 +28,13 @@ func TestDaemonSection(t *testing.T) {
 			map[string]string{"restore": "true", "check-interval": "10s"}, ""},
 		{"bad bool", "config sqm 'daemon'\n\toption restore 'maybe'\n", nil, nil, `sqm:6: sqm "daemon" option restore: "maybe" is not a boolean`},
 		{"bad duration", "config sqm 'daemon'\n\toption check_interval 'soon'\n", nil, nil, `sqm:6: sqm "daemon" option check_interval: "soon" is not a duration`},
+		// Issue 23: a bad option is reported but the others still apply
+		// (the daemon logs it and runs), and a refused queue section
+		// does not hide the daemon's settings.
+		{"bad option keeps the others", "config sqm 'daemon'\n\toption restore 'maybe'\n\toption check_interval '90'\n", nil,
+			map[string]string{"restore": "true", "check-interval": "1m30s"}, `sqm:6: sqm "daemon" option restore: "maybe" is not a boolean`},
+		{"refused queue section", "config queue 'bad'\n\toption enabled '1'\n\toption download 'x'\nconfig sqm 'daemon'\n\toption restore '0'\n", nil,
+			map[string]string{"restore": "false"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,9 +52,7 @@ func TestDaemonSection(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v; want %q", err, tt.wantErr)
 				}
-				return
-			}
-			if err != nil {
+			} else if err != nil {
 				t.Fatal(err)
 			}
 			for f, want := range tt.want {

@@ -58,8 +58,8 @@ Example:
   $ sudo sqm lab --vm
   $ sudo sqm lab --down 1mbit --up 1mbit --linklayer atm --overhead 44 --vm`,
 		flags: func(fs *flag.FlagSet) {
-			fs.String("down", "20mbit", "emulated `rate` towards the client (tc units: 20mbit, 900kbit; a bare number is bit/s)")
-			fs.String("up", "5mbit", "emulated `rate` towards the server")
+			fs.String("down", "20mbit", "emulated `rate` towards the client, "+rateHelp)
+			fs.String("up", "5mbit", "emulated `rate` towards the server, "+rateHelp)
 			units.DurationFlag(fs, "rtt", 20*time.Millisecond, "base round-trip `time` of the emulated line (half each way)")
 			fs.Uint("buffer", 1000, "modem FIFO length in `packets` (the bloat)")
 			fs.String("linklayer", "ethernet", "framing the emulated line charges: ethernet, atm or ptm")
@@ -70,8 +70,8 @@ Example:
 			fs.String("config", "", "shape with the first enabled queue of this UCI `file` (its interface is replaced)")
 			fs.String("script", "piece_of_cake", "shaping: recipe ("+strings.Join(config.Scripts(), ", ")+")")
 			fs.String("qdisc", "cake", "shaping: leaf qdisc (cake, fq_codel, ...)")
-			fs.String("shape-down", "", "shaping: ingress `rate` (default 90% of --down)")
-			fs.String("shape-up", "", "shaping: egress `rate` (default 90% of --up)")
+			fs.String("shape-down", "", "shaping: ingress `rate`, "+rateHelp+" (default 90% of --down)")
+			fs.String("shape-up", "", "shaping: egress `rate`, "+rateHelp+" (default 90% of --up)")
 			fs.String("shape-linklayer", "", "shaping: sqm linklayer none, ethernet or atm (default: the emulated link's)")
 			fs.Int("shape-overhead", -1, "shaping: overhead `bytes` (default: the emulated link's)")
 			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
@@ -140,11 +140,11 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 	var o lab.Options
 	link := lab.DefaultLink()
 	var err error
-	if link.DownBits, err = units.ParseRate(str("down")); err != nil {
-		return o, usageError("--down: %v", err)
+	if link.DownBits, err = rateFlag("down", str("down")); err != nil {
+		return o, err
 	}
-	if link.UpBits, err = units.ParseRate(str("up")); err != nil {
-		return o, usageError("--up: %v", err)
+	if link.UpBits, err = rateFlag("up", str("up")); err != nil {
+		return o, err
 	}
 	link.RTT = get("rtt").(time.Duration)
 	link.Buffer = uint32(get("buffer").(uint))
@@ -174,13 +174,13 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 		s.Overhead = &v
 	}
 	if v := str("shape-down"); v != "" {
-		if s.DownBits, err = units.ParseRate(v); err != nil {
-			return o, usageError("--shape-down: %v", err)
+		if s.DownBits, err = rateFlag("shape-down", v); err != nil {
+			return o, err
 		}
 	}
 	if v := str("shape-up"); v != "" {
-		if s.UpBits, err = units.ParseRate(v); err != nil {
-			return o, usageError("--shape-up: %v", err)
+		if s.UpBits, err = rateFlag("shape-up", v); err != nil {
+			return o, err
 		}
 	}
 	if s.ConfigFile != "" {

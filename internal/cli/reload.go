@@ -17,7 +17,9 @@ func cmdReload() *command {
 		help: `Brings the kernel in line with the config file: new and changed sections
 are applied, unchanged ones are left alone (their counters keep counting),
 and the shaping of sections that were deleted or disabled is removed. A
-config that does not parse changes nothing. With a running daemon, send it
+broken enabled section is refused as by 'sqm start' (the others are
+applied, its interface keeps its tree, exit 1); a file that is not valid
+UCI changes nothing. With a running daemon, send it
 SIGHUP instead (systemctl reload sqm, /etc/init.d/sqm reload).
 
 Example:
@@ -30,8 +32,11 @@ Example:
 			stateDirFlag(fs)
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			qs, err := loadConfig(env, flagString(fs, "config"))
-			if err != nil {
+			// Broken sections are refused (reported, and exit 1)
+			// after the others are shaped, as sqm-scripts starts each
+			// section on its own.
+			f, err := loadConfig(env, flagString(fs, "config"))
+			if f == nil {
 				return err
 			}
 			s, err := openSession(env, fs)
@@ -39,10 +44,10 @@ Example:
 				return err
 			}
 			defer s.close()
-			if err := s.sections(qs, "start-sqm", "reload"); err != nil {
+			if err := s.sections(f.Queues, "start-sqm", "reload"); err != nil {
 				return err
 			}
-			outs, err := s.svc.Reload(qs, s.source, service.PrepareOptions{Ifaces: args})
+			outs, err := s.svc.Reload(f.Queues, s.source, service.PrepareOptions{Ifaces: args, Refused: f.Refused})
 			printOutcomes(env.Stdout, outs)
 			return err
 		},

@@ -22,7 +22,9 @@ disabled is removed. 'sqm reload' changes only what changed.
 It is not a stop followed by a start: each interface's new tree replaces
 the old one in one transaction, and if the kernel refuses the new tree the
 old one is put back, so a failed restart leaves the interface shaped as
-before. A config that does not parse or plan changes nothing.
+before. A broken enabled section is refused as by 'sqm start' (the others
+are rebuilt, its interface keeps its tree, exit 1); a file that is not
+valid UCI changes nothing.
 
 Example:
 
@@ -34,8 +36,11 @@ Example:
 			fs.Bool("force", false, "replace root/ingress qdiscs sqm did not install")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			qs, err := loadConfig(env, flagString(fs, "config"))
-			if err != nil {
+			// Broken sections are refused (reported, and exit 1)
+			// after the others are shaped, as sqm-scripts starts each
+			// section on its own.
+			f, err := loadConfig(env, flagString(fs, "config"))
+			if f == nil {
 				return err
 			}
 			s, err := openSession(env, fs)
@@ -43,10 +48,10 @@ Example:
 				return err
 			}
 			defer s.close()
-			if err := s.sections(qs, "start-sqm", "restart"); err != nil {
+			if err := s.sections(f.Queues, "start-sqm", "restart"); err != nil {
 				return err
 			}
-			outs, err := s.svc.Restart(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
+			outs, err := s.svc.Restart(f.Queues, s.source, service.PrepareOptions{Ifaces: args, Refused: f.Refused}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err
 		},

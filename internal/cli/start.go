@@ -87,7 +87,13 @@ func cmdStart() *command {
 those for the named interfaces). Everything is checked first: the config,
 that each interface exists, that no two interfaces need one IFB device. Of
 several enabled sections for one interface only the first is started, with
-a warning naming both. If anything is wrong nothing is changed. Sections already
+a warning naming both. An enabled section that is broken (a bad value, or
+options the planner refuses) is refused: the other sections are started,
+then start exits 1 naming it and each problem with file:line, and the
+refused section's interface keeps what it had ('sqm status' lists it). A
+disabled section is only read for its syntax: its bad values are warnings.
+If anything else is wrong (a missing interface, an IFB clash, the kernel
+refusing a tree) nothing is changed. Sections already
 applied unchanged are left alone (their counters keep counting); changed
 sections are re-applied. A section whose interface does not exist is an
 error here; 'sqm daemon' waits for it instead.
@@ -114,8 +120,11 @@ Example:
 			fs.Bool("force", false, "replace root/ingress qdiscs sqm did not install")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			qs, err := loadConfig(env, flagString(fs, "config"))
-			if err != nil {
+			// Broken sections are refused (reported, and exit 1)
+			// after the others are shaped, as sqm-scripts starts each
+			// section on its own.
+			f, err := loadConfig(env, flagString(fs, "config"))
+			if f == nil {
 				return err
 			}
 			s, err := openSession(env, fs)
@@ -123,10 +132,10 @@ Example:
 				return err
 			}
 			defer s.close()
-			if err := s.sections(qs, "start-sqm", "start"); err != nil {
+			if err := s.sections(f.Queues, "start-sqm", "start"); err != nil {
 				return err
 			}
-			outs, err := s.svc.Start(qs, s.source, service.PrepareOptions{Ifaces: args}, flagBool(fs, "force"))
+			outs, err := s.svc.Start(f.Queues, s.source, service.PrepareOptions{Ifaces: args, Refused: f.Refused}, flagBool(fs, "force"))
 			printOutcomes(env.Stdout, outs)
 			return err
 		},

@@ -82,6 +82,9 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 			}
 			defer conn.Close()
 			rep := statusReport(conn, states, intr, args, time.Now())
+			refused, rerr := store.Refused()
+			rep.withRefused(refused, args)
+			serr = errors.Join(serr, rerr)
 			if flagBool(fs, "json") {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
@@ -114,6 +117,20 @@ type statusEntry struct {
 
 type statusOutput struct {
 	Devices []statusEntry `json:"devices"`
+	// Refused are the sections the last start, reload or daemon pass
+	// refused (service.Store.Refused).
+	Refused []service.Refused `json:"refused,omitempty"`
+}
+
+// withRefused adds the refused sections, those of ifaces if any are named
+// (a section whose interface option is the broken one names none, and is
+// shown only in the full report).
+func (r *statusOutput) withRefused(rs []service.Refused, ifaces []string) {
+	for _, x := range rs {
+		if len(ifaces) == 0 || slices.Contains(ifaces, x.Interface) {
+			r.Refused = append(r.Refused, x)
+		}
+	}
 }
 
 func (r *statusOutput) err() error {
@@ -183,6 +200,7 @@ func drift(k statusKernel, st *service.State) string {
 }
 
 func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
+	defer printRefused(w, rep.Refused, len(rep.Devices) > 0, now)
 	if len(rep.Devices) == 0 {
 		fmt.Fprintf(w, "sqm is not shaping any interface (no state in %s)\n", dir)
 		return
@@ -207,6 +225,26 @@ func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
 		}
 		if e.Kernel != nil {
 			printDevice(w, e.Kernel)
+		}
+	}
+}
+
+// printRefused lists the sections sqm refused to start, with every reason
+// (file:line first): they are why an interface is not shaped, or still
+// shaped as before an edit.
+func printRefused(w io.Writer, rs []service.Refused, after bool, now time.Time) {
+	for i, r := range rs {
+		if i == 0 && after {
+			fmt.Fprintln(w)
+		}
+		iface := r.Interface
+		if iface == "" {
+			iface = "no valid interface"
+		}
+		fmt.Fprintf(w, "REFUSED: section %q (%s, %s), refused %s (%s ago): not started; its interface keeps what it had\n",
+			r.Section, r.SectionPos, iface, r.At.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(r.At).Round(time.Second))
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
 }

@@ -170,6 +170,47 @@ func TestStatusInterrupted(t *testing.T) {
 	}
 }
 
+func fixtureRefused(now time.Time) []service.Refused {
+	return []service.Refused{{Source: "/etc/config/sqm", Section: "lte", Interface: "wwan0", SectionPos: "/etc/config/sqm:20",
+		Errors: []string{`/etc/config/sqm:23: queue "lte" option download: "85mbit" is not a number of kbit/s (sqm-scripts takes download in kbit/s, e.g. 85000)`},
+		At:     now.Add(-2 * time.Minute)}}
+}
+
+// TestStatusRefused is issue 23 item 1: `sqm status` shows a section the
+// last start or daemon pass refused, with why and where, in text and in
+// JSON (a new key; the schema's other keys are unchanged), also when
+// nothing is shaped, and only for a named interface when some are named.
+func TestStatusRefused(t *testing.T) {
+	k, states, now := statusFixture()
+	for _, tt := range []struct {
+		name   string
+		states []*service.State
+		ifaces []string
+		want   bool
+	}{{"with shaped devices", states, nil, true}, {"nothing shaped", nil, nil, true},
+		{"its interface named", states, []string{"wwan0"}, true}, {"another interface named", states, []string{"eth1"}, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := statusReport(k, tt.states, nil, tt.ifaces, now)
+			rep.withRefused(fixtureRefused(now), tt.ifaces)
+			var b bytes.Buffer
+			printStatus(&b, rep, "/run/sqm", now)
+			text := b.String()
+			const head = `REFUSED: section "lte" (/etc/config/sqm:20, wwan0), refused 2026-11-29 23:43:04 UTC (2m0s ago): not started; its interface keeps what it had`
+			if got := strings.Contains(text, head) && strings.Contains(text, "\n  /etc/config/sqm:23: queue \"lte\" option download"); got != tt.want {
+				t.Errorf("text shows the refusal: %v, want %v:\n%s", got, tt.want, text)
+			}
+			j, _ := json.Marshal(statusJSON(rep, "/run/sqm"))
+			const key = `"refused":[{"section":"lte","source":"/etc/config/sqm","section_pos":"/etc/config/sqm:20","interface":"wwan0","errors":["/etc/config/sqm:23:`
+			if got := strings.Contains(string(j), key); got != tt.want {
+				t.Errorf("JSON has the refusal: %v, want %v: %s", got, tt.want, j)
+			}
+			if !tt.want && strings.Contains(string(j), `"refused"`) {
+				t.Errorf("JSON has a refused key without refusals: %s", j)
+			}
+		})
+	}
+}
+
 func TestHumanBytes(t *testing.T) {
 	tests := []struct {
 		in   uint64
@@ -207,6 +248,7 @@ func golden(t *testing.T, name string, got []byte) {
 func TestStatusJSON(t *testing.T) {
 	k, states, now := statusFixture()
 	rep := statusReport(k, states, nil, append(service.Interfaces(states), "eth2"), now)
+	rep.withRefused(fixtureRefused(now), nil)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

@@ -25,6 +25,19 @@ type statusDoc struct {
 	Schema   int         `json:"schema"`
 	StateDir string      `json:"state_dir"`
 	Devices  []statusDev `json:"devices"`
+	// Refused are enabled sections the last start, reload or daemon pass
+	// refused; absent when there are none.
+	Refused []statusRefused `json:"refused,omitempty"`
+}
+
+// statusRefused is one refused section.
+type statusRefused struct {
+	Section    string    `json:"section"`
+	Source     string    `json:"source"`
+	SectionPos string    `json:"section_pos,omitempty"`
+	Interface  string    `json:"interface,omitempty"`
+	Errors     []string  `json:"errors"`
+	RefusedAt  time.Time `json:"refused_at"`
 }
 
 // statusDev is one device: a shaped (or named) interface, or the IFB that
@@ -131,6 +144,10 @@ func statusJSON(rep *statusOutput, dir string) statusDoc {
 			}
 		}
 		doc.Devices = append(doc.Devices, d)
+	}
+	for _, r := range rep.Refused {
+		doc.Refused = append(doc.Refused, statusRefused{Section: r.Section, Source: r.Source, SectionPos: r.SectionPos,
+			Interface: r.Interface, Errors: r.Errors, RefusedAt: r.At.UTC()})
 	}
 	return doc
 }

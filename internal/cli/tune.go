@@ -289,11 +289,12 @@ type tuneOutcome struct {
 // on an error and on cancel. A failed write is werr, with the result: the
 // measurements still stand.
 func (j *tuneJob) run(ctx context.Context, env *Env, fs *flag.FlagSet) (tuneOutcome, error) {
-	qs, err := loadConfig(env, j.cfgPath)
+	// Tune rewrites the file: it wants all of it valid.
+	f, err := loadConfig(env, j.cfgPath)
 	if err != nil {
 		return tuneOutcome{}, err
 	}
-	q, err := tuneSection(qs, j.section)
+	q, err := tuneSection(f.Queues, j.section)
 	if err != nil {
 		return tuneOutcome{}, err
 	}

@@ -47,12 +47,12 @@ func runLinkLayer(ctx context.Context, env *Env, fs *flag.FlagSet, o linkLayerOp
 	var ifc *linklayer.Iface
 	configSet := false
 	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
-	qs, cerr := loadConfig(env, flagString(fs, "config"))
+	f, cerr := loadConfig(env, flagString(fs, "config"))
 	if cerr != nil && (section != "" || configSet) {
 		return cerr
 	}
 	if cerr == nil {
-		q, err := tuneSection(qs, section)
+		q, err := tuneSection(f.Queues, section)
 		if err != nil && section != "" {
 			return err
 		}

@@ -80,9 +80,16 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 		return nil, usageError("--http: %v", err)
 	}
 	var wan []string
-	if qs, err := config.LoadQueues(cfgPath); err == nil {
-		for _, q := range qs {
+	// A refused section still names a shaped interface (the daemon
+	// keeps its tree): the page must not listen there either.
+	if f, _ := config.Load(cfgPath); f != nil {
+		for _, q := range f.Queues {
 			wan = append(wan, q.Interface)
+		}
+		for _, r := range f.Refused {
+			if r.Interface != "" {
+				wan = append(wan, r.Interface)
+			}
 		}
 	} // a config that does not load is the daemon's own error to report
 	if err := web.CheckListen(addr, wan, ifaceAddrs); err != nil {
@@ -211,11 +218,14 @@ func lockAroundTune(ctx context.Context, lock func() (func(), error), tuning *at
 	}
 }
 
-func webStatus(conn *kernel.Conn, d *service.Daemon) (*webStatusDoc, error) {
+func webStatus(conn statusKernel, d *service.Daemon) (*webStatusDoc, error) {
 	states, serr := d.Svc.Store.All()
 	intr, ierr := d.Svc.Store.Interrupted()
 	serr = errors.Join(serr, ierr)
 	rep := statusReport(conn, states, intr, nil, time.Now())
+	refused, rerr := d.Svc.Store.Refused()
+	rep.withRefused(refused, nil)
+	serr = errors.Join(serr, rerr)
 	page := &webStatusDoc{statusDoc: statusJSON(rep, d.Svc.Store.Dir), Links: map[string]webLink{}, Last: map[string]string{}}
 	for _, dev := range page.Devices {
 		l := webLink{}

@@ -5,6 +5,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,9 +16,11 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/config"
 	"sqm/internal/features"
 	"sqm/internal/metrics"
 	"sqm/internal/plan"
+	"sqm/internal/service"
 	"sqm/internal/stats"
 )
 
@@ -107,5 +110,32 @@ func TestAvailableQdiscs(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("availableQdiscs = %v; want %v (plan's leaves %v less the missing)", got, want, all)
+	}
+}
+
+// TestWebStatusRefused: the page's status carries the refused sections
+// (issue 23 item 1), under the same key as `sqm status --json`, for the
+// page's line about them.
+func TestWebStatusRefused(t *testing.T) {
+	k, _, now := statusFixture()
+	store := &service.Store{Dir: t.TempDir()}
+	svc := &service.Service{Kernel: nil, Store: store, Plan: buildPlan, Now: func() time.Time { return now }}
+	// A start that refuses a section records it for status.
+	bad := &config.SectionError{Section: "lte", Interface: "wwan0", Pos: config.Position{File: "/etc/config/sqm", Line: 20},
+		Errs: []error{errors.New(`/etc/config/sqm:23: queue "lte" option download: "85mbit" is not a number of kbit/s`)}}
+	if _, err := svc.Reload(nil, "/etc/config/sqm", service.PrepareOptions{Refused: []*config.SectionError{bad}}); err == nil {
+		t.Fatal("no error for the refused section")
+	}
+	doc, err := webStatus(k, &service.Daemon{Svc: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := json.Marshal(doc)
+	if !strings.Contains(string(j), `"refused":[{"section":"lte","source":"/etc/config/sqm","section_pos":"/etc/config/sqm:20","interface":"wwan0","errors":["/etc/config/sqm:23:`) {
+		t.Errorf("page status lacks the refused section: %s", j)
+	}
+	js, err := os.ReadFile("../web/assets/app.js")
+	if err != nil || !strings.Contains(string(js), "st.refused") {
+		t.Errorf("the page's script does not show st.refused (%v)", err)
 	}
 }

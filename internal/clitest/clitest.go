@@ -8,7 +8,9 @@
 package clitest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,11 +25,26 @@ import (
 // ever re-executes itself.
 const asSQM = "SQM_TEST_BINARY_AS_SQM"
 
+// HoldDaemon=1 in a Command's environment holds `sqm daemon` right after
+// it catches its signals, before it opens anything: it prints HeldMarker
+// on stderr and waits for a line on stdin. A test sends signals in that
+// window, then lets the daemon go on.
+const (
+	HoldDaemon = "SQM_TEST_HOLD_DAEMON"
+	HeldMarker = "sqm-test: daemon holding after catching its signals"
+)
+
 // Main is a whole TestMain: it runs the sqm command when the binary was
 // started by Command (exiting with its status, SIGINT/SIGTERM cancelling
 // it as in cmd/sqm), and the tests otherwise.
 func Main(m *testing.M) {
 	if os.Getenv(asSQM) == "1" {
+		if os.Getenv(HoldDaemon) == "1" {
+			cli.DaemonSignalsCaught = func() {
+				fmt.Fprintln(os.Stderr, HeldMarker)
+				bufio.NewReader(os.Stdin).ReadString('\n')
+			}
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()

@@ -233,7 +233,6 @@ func TestOptionErrors(t *testing.T) {
 		{"squash_ingress", "2", `option squash_ingress: "2" is not 0 or 1`},
 		{"ingress_ecn", "on", `option ingress_ecn: "on" is not ECN or NOECN`},
 		{"egress_ecn", "Ecn", `option egress_ecn: "Ecn" is not ECN or NOECN`},
-		{"ilimit", "0", `option ilimit: 0 is out of range: a queue limit in packets (bytes for bfifo) must be from 1 to 4294967295`},
 		{"ilimit", "4294967296", `option ilimit: 4294967296 is out of range: a queue limit in packets (bytes for bfifo) must be from 1 to 4294967295`},
 		{"elimit", "1k", `option elimit: "1k" is not a queue limit in packets (bytes for bfifo) (a whole number from 1 to 4294967295, e.g. 1001)`},
 		{"itarget", "4295s", `option itarget: 4295s is out of range: a target must be at most 1h11m34.967295s`},
@@ -260,9 +259,16 @@ func TestOptionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.option+"="+tt.value, func(t *testing.T) {
-			// The bad option comes first (line 2), in a disabled section:
-			// values are checked everywhere.
-			_, err := parseOne(t, fmt.Sprintf("option %s '%s'", tt.option, tt.value))
+			// The bad option comes first (line 2) in an enabled
+			// section: that section is refused with file:line.
+			bad := fmt.Sprintf("option %s '%s'", tt.option, tt.value)
+			var rest []string
+			for _, o := range []string{"interface 'eth0'", "script 'simple'", "enabled '1'"} {
+				if !strings.HasPrefix(o, tt.option+" ") {
+					rest = append(rest, "option "+o)
+				}
+			}
+			f, err := parseOne(t, append([]string{bad}, rest...)...)
 			if err == nil {
 				t.Fatalf("Parse succeeded, want error %q", tt.want)
 			}
@@ -272,6 +278,22 @@ func TestOptionErrors(t *testing.T) {
 			var oe *OptionError
 			if !errors.As(err, &oe) || oe.Option != tt.option || oe.Section != "wan" || oe.Pos.Line != 2 {
 				t.Errorf("error %#v is not an *OptionError for option %s at line 2", oe, tt.option)
+			}
+			if f == nil || len(f.Queues) != 0 || len(f.Refused) != 1 || f.Refused[0].Section != "wan" || f.Refused[0].Pos.Line != 1 {
+				t.Fatalf("want the section refused and nothing to start; got %+v", f)
+			}
+			if tt.option == "enabled" {
+				return
+			}
+			// Disabled, the same value is a warning at most: sqm-scripts
+			// never reads a disabled section (issue 23 item 1).
+			rest[len(rest)-1] = "option enabled '0'"
+			f, err = parseOne(t, append([]string{bad}, rest...)...)
+			if err != nil || len(f.Refused) != 0 || len(f.Queues) != 1 {
+				t.Fatalf("disabled: err %v, refused %v", err, f.Refused)
+			}
+			if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), tt.want) || !strings.Contains(f.Warnings[0].String(), "section is disabled") {
+				t.Errorf("disabled: warnings %v, want one with %q", f.Warnings, tt.want)
 			}
 		})
 	}
@@ -292,9 +314,12 @@ func TestEnabledSectionsMustBeComplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseOne(t, tt.lines...)
+			f, err := parseOne(t, tt.lines...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want %q", err, tt.want)
+			}
+			if len(f.Refused) != 1 || len(f.Queues) != 0 {
+				t.Errorf("refused %v, queues %v; want the section refused", f.Refused, f.Queues)
 			}
 			// The same section disabled is fine: sqm-scripts skips it.
 			lines := append([]string{}, tt.lines...)
@@ -307,16 +332,106 @@ func TestEnabledSectionsMustBeComplete(t *testing.T) {
 }
 
 func TestAllErrorsReported(t *testing.T) {
-	in := "config queue a\n\toption download x\n\toption upload y\nconfig queue\n\toption verbosity 4\n"
+	in := "config queue a\n\toption enabled 1\n\toption download x\n\toption upload y\nconfig queue\n\toption enabled 1\n\toption verbosity 4\n"
 	_, err := Parse("f", strings.NewReader(in))
 	if err == nil {
 		t.Fatal("no error")
 	}
-	want := `f:2: queue "a" option download: "x" is not a number of kbit/s (sqm-scripts takes download in kbit/s, e.g. 85000)
-f:3: queue "a" option upload: "y" is not a number of kbit/s (sqm-scripts takes upload in kbit/s, e.g. 10000)
-f:5: queue "@queue[1]" option verbosity: "4" is not a log level; use 0 (silent), 1 (error), 2 (warning), 5 (info), 8 (debug) or 10 (trace)`
+	want := `f:3: queue "a" option download: "x" is not a number of kbit/s (sqm-scripts takes download in kbit/s, e.g. 85000)
+f:4: queue "a" option upload: "y" is not a number of kbit/s (sqm-scripts takes upload in kbit/s, e.g. 10000)
+f:7: queue "@queue[1]" option verbosity: "4" is not a log level; use 0 (silent), 1 (error), 2 (warning), 5 (info), 8 (debug) or 10 (trace)`
 	if err.Error() != want {
 		t.Errorf("error =\n%s\nwant\n%s", err, want)
+	}
+}
+
+// TestSectionsStandAlone is issue 23 item 1: a disabled section naming a
+// recipe sqm does not have, and an enabled section with a broken value,
+// must not keep the good section from starting. The broken one is refused
+// with file:line; the disabled one is a warning.
+func TestSectionsStandAlone(t *testing.T) {
+	in := `config queue 'old'
+	option enabled '0'
+	option interface 'eth2'
+	option script 'hfsc_lite.qos'
+
+config queue 'broken'
+	option enabled '1'
+	option interface 'eth1'
+	option script 'simple'
+	option download '85mbit'
+	option upload '1.5'
+
+config queue 'good'
+	option enabled '1'
+	option interface 'eth0'
+	option script 'simplest'
+
+config queue 'noiface'
+	option enabled '1'
+	option interface 'eth0:1'
+	option script 'simplest'
+	option ilimit '0'
+`
+	f, err := Parse("/etc/config/sqm", strings.NewReader(in))
+	if f == nil {
+		t.Fatalf("Parse returned no file: %v", err)
+	}
+	var names []string
+	for _, q := range f.Enabled() {
+		names = append(names, q.Name)
+	}
+	if strings.Join(names, ",") != "good" {
+		t.Errorf("Enabled() = %v, want good", names)
+	}
+	if len(f.Queues) != 2 || f.Queues[0].Name != "old" || f.Queues[0].Enabled {
+		t.Errorf("Queues = %+v, want old (disabled) and good", f.Queues)
+	}
+	if len(f.Refused) != 2 {
+		t.Fatalf("Refused = %v, want broken and noiface", f.Refused)
+	}
+	b, n := f.Refused[0], f.Refused[1]
+	if b.Section != "broken" || b.Interface != "eth1" || b.Pos.String() != "/etc/config/sqm:6" || len(b.Errs) != 2 {
+		t.Errorf("refused[0] = %+v", b)
+	}
+	if n.Section != "noiface" || n.Interface != "" || n.Pos.Line != 18 {
+		t.Errorf("refused[1] = %+v (its interface is not a valid name, so it is not recorded)", n)
+	}
+	want := `/etc/config/sqm:10: queue "broken" option download: "85mbit" is not a number of kbit/s (sqm-scripts takes download in kbit/s, e.g. 85000)
+/etc/config/sqm:11: queue "broken" option upload: "1.5" is not a number of kbit/s (sqm-scripts takes upload in kbit/s, e.g. 10000)
+/etc/config/sqm:20: queue "noiface" option interface: interface name "eth0:1" contains '/', ':' or white space, which Linux does not allow`
+	if err == nil || err.Error() != want || f.Err().Error() != want {
+		t.Errorf("error =\n%v\nwant\n%s", err, want)
+	}
+	var oe *OptionError
+	if !errors.As(err, &oe) || oe.Section != "broken" || oe.Pos.Line != 10 {
+		t.Errorf("errors.As(*OptionError) = %+v", oe)
+	}
+	var warns []string
+	for _, w := range f.Warnings {
+		warns = append(warns, w.String())
+	}
+	wantWarns := []string{
+		`/etc/config/sqm:4: queue "old" option script: unknown script "hfsc_lite.qos"; use one of simplest, simple, simplest_tbf, piece_of_cake, layer_cake, police, codel_police (with or without .qos) (the section is disabled, so this does not matter until it is enabled)`,
+		`/etc/config/sqm:22: queue "noiface" option ilimit: "0" means the default limit (1001 packets, where the qdisc takes one); sqm-scripts would pass limit 0 to tc, which drops nearly everything (leave it empty instead)`,
+	}
+	if !reflect.DeepEqual(warns, wantWarns) {
+		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(warns, "\n"), strings.Join(wantWarns, "\n"))
+	}
+}
+
+// TestLimitZeroIsDefault: LuCI's form accepts ilimit/elimit 0; it means
+// the default, as an empty value does, with a warning.
+func TestLimitZeroIsDefault(t *testing.T) {
+	for _, v := range []string{"0", "00"} {
+		f, err := parseOne(t, "option enabled 1", "option interface eth0", "option script simple", "option ilimit "+v, "option elimit "+v)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		q := f.Queues[0]
+		if q.ILimit != 0 || q.ELimit != 0 || len(f.Warnings) != 2 || f.Warnings[0].Option != "ilimit" || f.Warnings[1].Option != "elimit" {
+			t.Errorf("%s: ilimit %d elimit %d, warnings %v; want the default (0) and a warning each", v, q.ILimit, q.ELimit, f.Warnings)
+		}
 	}
 }
 
@@ -424,13 +539,37 @@ func FuzzParse(f *testing.F) {
 	for _, opt := range []string{"tcTSIZE '4000000000'", "tcTSIZE '32749'", "tcMTU '65536'", "tcMPU '65535'", "overhead '-1500'", "overhead '1500'", "etarget '4294s'", "ilimit '4294967295'"} {
 		f.Add("config queue 'q'\n\toption " + opt + "\n")
 	}
+	f.Add("config queue 'old'\n\toption enabled '0'\n\toption script 'hfsc_lite.qos'\nconfig queue 'b'\n\toption enabled '1'\n\toption interface 'eth1'\n\toption download 'x'\nconfig queue\n\toption enabled '1'\n\toption interface 'eth0'\n\toption script 'simple'\n\toption ilimit '0'\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		file, err := Parse("fuzz", strings.NewReader(in))
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatal("empty error")
+		if file == nil {
+			var ue *uci.Error
+			if !errors.As(err, &ue) || err.Error() == "" {
+				t.Fatalf("no file, and the error %v is not a UCI syntax error", err)
 			}
 			return
+		}
+		// Every section is either usable or refused, never lost, and the
+		// error is exactly the refusals (issue 23 item 1).
+		if (err == nil) != (len(file.Refused) == 0) || (err != nil && err.Error() != file.Err().Error()) {
+			t.Fatalf("error %v does not match refused %v", err, file.Refused)
+		}
+		if n := len(file.UCI.SectionsOfType("queue")); n != len(file.Queues)+len(file.Refused) {
+			t.Fatalf("%d queue sections, %d usable + %d refused", n, len(file.Queues), len(file.Refused))
+		}
+		for _, r := range file.Refused {
+			if len(r.Errs) == 0 || r.Error() == "" || r.Pos.Line == 0 {
+				t.Fatalf("refusal %+v has no error or position", r)
+			}
+			for _, e := range r.Errs {
+				var oe *OptionError
+				if !errors.As(e, &oe) || oe.Section != r.Section || oe.Pos.Line == 0 {
+					t.Fatalf("refusal of %q: %v is not an *OptionError of the section with a line", r.Section, e)
+				}
+			}
+			if r.Interface != "" && CheckIfName(r.Interface) != nil {
+				t.Fatalf("refusal records the invalid interface %q", r.Interface)
+			}
 		}
 		for _, q := range file.Queues {
 			if q.Enabled {

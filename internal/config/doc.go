@@ -17,7 +17,7 @@
 //	squash_ingress                  SquashIngress  true              0, 1
 //	ingress_ecn                     IngressECN     true (ECN)        ECN, NOECN (also ecn, noecn)
 //	egress_ecn                      EgressECN      true (ECN)        ECN, NOECN (also ecn, noecn)
-//	ilimit, elimit                  ILimit, ELimit 0 (= 1001)        1..2^32-1 packets (bytes for bfifo)
+//	ilimit, elimit                  ILimit, ELimit 0 (= 1001)        0..2^32-1 packets (bytes for bfifo); 0 is the default, with a warning
 //	itarget, etarget                ITarget, ...   auto              auto/Auto/AUTO, default/Default/DEFAULT,
 //	                                                                 <number><unit>, unit s|sec|secs|ms|msec|msecs|us|usec|usecs,
 //	                                                                 at most MaxTarget (2^32-1 us)
@@ -32,6 +32,17 @@
 //	verbosity                       Verbosity      5                 0, 1, 2, 5, 8, 10
 //
 // (*) required only in enabled sections: sqm-scripts never reads disabled ones.
+//
+// # One section, one verdict
+//
+// Each `config queue` section stands on its own, as in sqm-scripts'
+// run-openwrt.sh: an enabled section with any problem is refused
+// (File.Refused: a [SectionError] with every problem and its file:line),
+// the other sections are in File.Queues, and a disabled section's bad
+// values are only warnings. Parse's error is then File.Err(); only a file
+// that is not UCI returns no File. Callers that shape what they can
+// (start, reload, the daemon) use the File and report the refusals; the
+// web page, which checks a file before writing it, takes the error.
 //
 // Accepted and ignored, as in sqm-scripts: qdisc_advanced,
 // qdisc_really_really_advanced, linklayer_advanced (LuCI gates), target
@@ -49,10 +60,11 @@
 //
 // # Deliberate differences from sqm-scripts
 //
-//   - A malformed value is an error naming file:line, section and option,
-//     in every section, instead of being passed to tc (or to sh's test) and
-//     failing or being ignored at start time. The whole file is rejected so
-//     that a typo never silently leaves a link unshaped or half-shaped.
+//   - A malformed value is an error naming file:line, section and option
+//     instead of being passed to tc (or to sh's test) and failing or being
+//     ignored at start time. It refuses its section only (in a disabled
+//     section it is a warning), so that a typo never half-shapes a link,
+//     and never keeps the other sections unshaped either.
 //   - enabled, squash_*, debug_logging accept only 0 and 1 (sh's -eq would
 //     also take 01; squash_* anything but 1 meant 0).
 //   - script may be given without .qos; only the recipes sqm implements are
@@ -63,7 +75,11 @@
 //   - ingress_ecn/egress_ecn also accept lower-case ecn/noecn (sqm-scripts
 //     passed unknown words to tc verbatim, so these worked by accident);
 //     anything else is an error rather than a broken tc command line.
-//   - ilimit/elimit 0 is an error (sqm-scripts passed "limit 0" to tc).
+//   - ilimit/elimit 0 means the default, as empty does, with a warning:
+//     LuCI's form accepts 0, and sqm-scripts passed "limit 0" to tc, a
+//     queue that drops nearly every packet.
+//   - enabled other than 0 or 1 refuses the section rather than treat it
+//     as disabled: it may have been meant to start.
 //   - download/upload must be plain digits up to MaxKbit (sh arithmetic
 //     would read a leading 0 as octal in places).
 //   - Numbers are range-checked when the file is read (see bounds.go for

@@ -14,10 +14,50 @@ import (
 
 // File is a parsed sqm configuration (/etc/config/sqm).
 type File struct {
-	Path     string
-	Queues   []Queue   // the `queue` sections in file order, disabled ones included
+	Path string
+	// Queues are the `queue` sections in file order that sqm can use:
+	// every enabled section that parsed and validated, and every disabled
+	// one (whose bad values, if any, are only warnings). An enabled
+	// section that is broken is in Refused instead.
+	Queues []Queue
+	// Refused are the enabled sections sqm cannot start, each with every
+	// problem and where it was written. The other sections start without
+	// them, as sqm-scripts starts each section on its own.
+	Refused  []*SectionError
 	Warnings []Warning // things sqm-scripts would silently ignore
 	UCI      *uci.File // the raw file, for other section types (e.g. `sqm`)
+}
+
+// SectionError is an enabled section sqm refuses to start. Errs are the
+// section's problems, each an *OptionError with file:line.
+type SectionError struct {
+	Section string
+	// Interface is the section's interface option when it is a valid
+	// name, else "": whoever shapes from the file keeps that interface's
+	// running tree rather than remove it for a typo elsewhere.
+	Interface string
+	Pos       Position // the `config queue` line
+	Errs      []error
+}
+
+func (e *SectionError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+func (e *SectionError) Unwrap() []error { return e.Errs }
+
+// Err is every refused section's errors joined, or nil when there are
+// none.
+func (f *File) Err() error {
+	errs := make([]error, len(f.Refused))
+	for i, r := range f.Refused {
+		errs[i] = r
+	}
+	return errors.Join(errs...)
 }
 
 // Warning is a problem that does not stop sqm: an option nobody reads, or
@@ -79,7 +119,7 @@ func (f *File) Queue(ref string) *Queue {
 	return nil
 }
 
-// Load reads and resolves an sqm UCI file.
+// Load reads and resolves an sqm UCI file; see Parse.
 func Load(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -89,8 +129,9 @@ func Load(path string) (*File, error) {
 	return Parse(path, fh)
 }
 
-// LoadQueues is Load for callers that only need the queues, such as the
-// daemon's reload hook. Warnings are dropped.
+// LoadQueues is Load for callers that only need the queues and want the
+// whole file or nothing (`sqm lab`): a refused section is an error.
+// Warnings are dropped.
 func LoadQueues(path string) ([]Queue, error) {
 	f, err := Load(path)
 	if err != nil {
@@ -99,39 +140,96 @@ func LoadQueues(path string) ([]Queue, error) {
 	return f.Queues, nil
 }
 
-// Parse reads an sqm UCI file; name is used in positions and errors. Every
-// bad value in the file is reported (joined with errors.Join; each is an
-// *OptionError or a *uci.Error). Options of disabled sections must be
-// well-formed too, but only enabled sections must be complete (interface,
-// script), because sqm-scripts never looks at disabled ones.
+// Parse reads an sqm UCI file; name is used in positions and errors.
+//
+// A file that is not valid UCI returns no File and a *uci.Error. Otherwise
+// the File is always returned, and each `config queue` section stands on
+// its own, as in sqm-scripts (run-openwrt.sh starts every section
+// separately and never reads a disabled one): an enabled section with a
+// bad value, or without an interface or script, goes to File.Refused with
+// every problem (*OptionError, file:line) and the other sections are in
+// File.Queues; a disabled section's bad values are warnings. The error is
+// then File.Err(), so a caller that wants all or nothing (the web page
+// checking a file before it writes it) just checks it, and one that
+// shapes what it can (start, reload, the daemon) uses the File and
+// reports the error.
 func Parse(name string, r io.Reader) (*File, error) {
 	u, err := uci.Parse(name, r)
 	if err != nil {
 		return nil, err
 	}
 	f := &File{Path: name, UCI: u}
-	var errs []error
 	for _, s := range u.SectionsOfType("queue") {
-		q, warns, err := parseQueue(name, s)
+		q, warns, errs := parseQueue(name, s)
 		f.Warnings = append(f.Warnings, warns...)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if q.Enabled {
+		if q.Enabled && len(errs) == 0 {
 			if err := q.Validate(); err != nil {
-				errs = append(errs, err)
-				continue
+				errs = unjoin(err)
 			}
 		}
-		f.Queues = append(f.Queues, q)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		switch {
+		case len(errs) == 0:
+			f.Queues = append(f.Queues, q)
+		case q.Enabled || enabledUnclear(s):
+			iface := ""
+			if v, ok := s.Get("interface"); ok && checkIfName(v) == "" {
+				iface = v
+			}
+			f.Refused = append(f.Refused, &SectionError{Section: q.Name, Interface: iface, Pos: q.Pos, Errs: errs})
+		default:
+			// sqm-scripts never reads a disabled section; what would
+			// stop it once enabled is worth saying, not refusing.
+			for _, e := range errs {
+				oe := e.(*OptionError)
+				f.Warnings = append(f.Warnings, Warning{Pos: oe.Pos, Section: oe.Section, Option: oe.Option,
+					Msg: oe.Msg + " (the section is disabled, so this does not matter until it is enabled)"})
+			}
+			f.Queues = append(f.Queues, q)
+		}
 	}
 	_, skipped := Effective(f.Queues)
 	f.Warnings = append(f.Warnings, skipped...)
-	return f, nil
+	return f, f.Err()
+}
+
+// enabledUnclear reports a section whose enabled option is neither 0 nor
+// 1: it may have been meant to start, so it is refused (and reported)
+// rather than quietly treated as disabled.
+func enabledUnclear(s *uci.Section) bool {
+	v, ok := s.Get("enabled")
+	return ok && v != "" && v != "0" && v != "1"
+}
+
+// Refuse is the refusal of q for err: the planner's verdict on a section
+// that parsed (its problems joined, each naming its option), kept as the
+// config's own refusals are, so every surface reports both alike.
+func Refuse(q *Queue, err error) *SectionError {
+	return &SectionError{Section: q.Name, Interface: q.Interface, Pos: q.Pos, Errs: unjoin(err)}
+}
+
+// JoinRefused is the error of a run that went on without rs: every
+// refused section's problems, then one line naming the sections, ending
+// with others (what the run did with the rest). nil without refusals.
+func JoinRefused(rs []*SectionError, others string) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	errs := make([]error, 0, len(rs)+1)
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		errs = append(errs, r)
+		names[i] = fmt.Sprintf("%q (%s)", r.Section, r.Pos)
+	}
+	errs = append(errs, fmt.Errorf("refused %d section(s): %s; %s", len(rs), strings.Join(names, ", "), others))
+	return errors.Join(errs...)
+}
+
+// unjoin splits an errors.Join result into its errors.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func posOf(q *Queue, option string) Position {
@@ -274,8 +372,10 @@ func setters() map[string]setter {
 	}
 }
 
-// parseQueue resolves one `config queue` section. Errors come back joined.
-func parseQueue(file string, s *uci.Section) (Queue, []Warning, error) {
+// parseQueue resolves one `config queue` section. It returns every bad
+// value as an *OptionError; an option that does not parse keeps its
+// default.
+func parseQueue(file string, s *uci.Section) (Queue, []Warning, []error) {
 	q := scriptDefaults()
 	q.Name = sectionName(s)
 	q.Pos = Position{File: file, Line: s.Line}
@@ -301,14 +401,20 @@ func parseQueue(file string, s *uci.Section) (Queue, []Warning, error) {
 		if v == "" {
 			continue // empty means unset: the script default stays
 		}
+		if (o.Name == "ilimit" || o.Name == "elimit") && strings.Trim(v, "0") == "" {
+			// LuCI's form accepts 0 (its datatype is a plain uinteger)
+			// next to "leave empty for default". sqm-scripts would pass
+			// "limit 0" to tc, a queue that drops nearly every packet;
+			// nobody means that, so 0 is the default, as empty is.
+			warns = append(warns, Warning{Pos: pos, Section: q.Name, Option: o.Name,
+				Msg: fmt.Sprintf("%q means the default limit (1001 packets, where the qdisc takes one); sqm-scripts would pass limit 0 to tc, which drops nearly everything (leave it empty instead)", v)})
+			continue
+		}
 		if msg := parse(&q, v); msg != "" {
 			errs = append(errs, &OptionError{Pos: pos, Section: q.Name, Option: o.Name, Msg: msg})
 		}
 	}
-	if len(errs) > 0 {
-		return q, warns, errors.Join(errs...)
-	}
-	return q, warns, nil
+	return q, warns, errs
 }
 
 func boolOpt(dst *bool, v, meaning string) string {

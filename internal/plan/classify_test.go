@@ -154,33 +154,47 @@ func TestClassifierHostKernel(t *testing.T) {
 		{"IPv4 CS7", frame(ip4, ipv4(0xe0, 6)), "1:11", ""},
 		{"IPv4 TOS low-delay", frame(ip4, ipv4(0x10, 6)), "1:11", ""},
 		{"IPv4 AF11 (unmapped)", frame(ip4, ipv4(0x28, 17)), "1:12", ""},
-		{"IPv4 ICMP marked EF", frame(ip4, ipv4(0xb8, 1)), "1:13", ""},
+		// Issue 23 item 10: ICMP is classified by its DSCP first, as in
+		// sqm-scripts (ping -Q 0xb8 is priority); only ICMP whose DSCP
+		// the map does not name goes to bulk.
+		{"IPv4 ICMP marked EF", frame(ip4, ipv4(0xb8, 1)), "1:11", ""},
+		{"IPv4 ICMP unmarked", frame(ip4, ipv4(0x00, 1)), "1:12", ""},
+		{"IPv4 ICMP CS1", frame(ip4, ipv4(0x20, 1)), "1:13", ""},
+		{"IPv4 ICMP AF11 (unmapped)", frame(ip4, ipv4(0x28, 1)), "1:13", ""},
 		{"IPv6 BE", frame(ip6, ipv6(0x00, 17)), "1:12", ""},
 		{"IPv6 CS1", frame(ip6, ipv6(0x20, 17)), "1:13", ""},
 		{"IPv6 EF", frame(ip6, ipv6(0xb8, 6)), "1:11", ""},
 		{"IPv6 AF41 (unmapped)", frame(ip6, ipv6(0x88, 6)), "1:12", ""},
-		{"ICMPv6", frame(ip6, ipv6(0x00, 58)), "1:13", ""},
+		{"ICMPv6", frame(ip6, ipv6(0x00, 58)), "1:12", ""},
+		{"ICMPv6 marked EF", frame(ip6, ipv6(0xb8, 58)), "1:11", ""},
+		{"ICMPv6 AF41 (unmapped)", frame(ip6, ipv6(0x88, 58)), "1:13", ""},
 		{"IPv6 UDP is not ICMP", frame(ip6, ipv6(0x00, 1)), "1:12", ""},
 		{"PPPoE IPv4 EF", frame(ses, pppoe(0x0021, ipv4(0xb8, 17))), "1:11", ""},
 		{"PPPoE IPv4 CS1", frame(ses, pppoe(0x0021, ipv4(0x20, 17))), "1:13", ""},
-		{"PPPoE IPv4 ICMP", frame(ses, pppoe(0x0021, ipv4(0x00, 1))), "1:13", ""},
+		{"PPPoE IPv4 ICMP", frame(ses, pppoe(0x0021, ipv4(0x00, 1))), "1:12", ""},
+		{"PPPoE IPv4 ICMP marked EF", frame(ses, pppoe(0x0021, ipv4(0xb8, 1))), "1:11", ""},
+		{"PPPoE IPv4 ICMP AF11 (unmapped)", frame(ses, pppoe(0x0021, ipv4(0x28, 1))), "1:13", ""},
 		{"PPPoE IPv6 EF", frame(ses, pppoe(0x0057, ipv6(0xb8, 6))), "1:11", ""},
 		{"PPPoE IPv6 CS1", frame(ses, pppoe(0x0057, ipv6(0x20, 6))), "1:13", ""},
-		{"PPPoE ICMPv6", frame(ses, pppoe(0x0057, ipv6(0x00, 58))), "1:13", ""},
+		{"PPPoE ICMPv6", frame(ses, pppoe(0x0057, ipv6(0x00, 58))), "1:12", ""},
+		{"PPPoE ICMPv6 AF41 (unmapped)", frame(ses, pppoe(0x0057, ipv6(0x88, 58))), "1:13", ""},
 		{"PPPoE LCP", frame(ses, pppoe(0xc021, ipv4(0xb8, 17))), "1:12", ""},
 		// The kernel moves the VLAN tag to metadata before tc sees the
 		// packet (receive untags; packet sockets skip the tag) but tc still
 		// reports protocol 802.1Q: the "tag in metadata" filters match.
 		{"VLAN IPv4 EF", frame(q8021, vlan(ip4, ipv4(0xb8, 17))), "1:11", ""},
 		{"VLAN IPv4 CS1", frame(q8021, vlan(ip4, ipv4(0x20, 17))), "1:13", ""},
-		{"VLAN IPv4 ICMP", frame(q8021, vlan(ip4, ipv4(0xb8, 1))), "1:13", ""},
+		{"VLAN IPv4 ICMP marked EF", frame(q8021, vlan(ip4, ipv4(0xb8, 1))), "1:11", ""},
+		{"VLAN IPv4 ICMP AF11 (unmapped)", frame(q8021, vlan(ip4, ipv4(0x28, 1))), "1:13", ""},
 		{"VLAN IPv6 EF", frame(q8021, vlan(ip6, ipv6(0xb8, 17))), "1:11", ""},
 		{"VLAN IPv6 AF41 (unmapped)", frame(q8021, vlan(ip6, ipv6(0x88, 17))), "1:12", ""},
-		{"VLAN ICMPv6", frame(q8021, vlan(ip6, ipv6(0xb8, 58))), "1:13", ""},
+		{"VLAN ICMPv6 marked EF", frame(q8021, vlan(ip6, ipv6(0xb8, 58))), "1:11", ""},
+		{"VLAN ICMPv6 AF41 (unmapped)", frame(q8021, vlan(ip6, ipv6(0x88, 58))), "1:13", ""},
 		{"VLAN PPPoE IPv4 EF", frame(q8021, vlan(ses, pppoe(0x0021, ipv4(0xb8, 17)))), "1:11", ""},
 		{"VLAN PPPoE IPv4 CS1", frame(q8021, vlan(ses, pppoe(0x0021, ipv4(0x20, 17)))), "1:13", ""},
 		{"VLAN PPPoE IPv6 EF", frame(q8021, vlan(ses, pppoe(0x0057, ipv6(0xb8, 6)))), "1:11", ""},
-		{"VLAN PPPoE ICMPv6", frame(q8021, vlan(ses, pppoe(0x0057, ipv6(0x00, 58)))), "1:13", ""},
+		{"VLAN PPPoE ICMPv6", frame(q8021, vlan(ses, pppoe(0x0057, ipv6(0x00, 58)))), "1:12", ""},
+		{"VLAN PPPoE ICMPv6 AF41 (unmapped)", frame(q8021, vlan(ses, pppoe(0x0057, ipv6(0x88, 58)))), "1:13", ""},
 		{"VLAN PPPoE LCP", frame(q8021, vlan(ses, pppoe(0xc021, ipv4(0xb8, 17)))), "1:12", ""},
 		{"VLAN ARP", frame(q8021, vlan(arp, make([]byte, 28))), "1:12", ""},
 		{"ARP", frame(arp, make([]byte, 28)), "1:12", ""},
@@ -218,6 +232,56 @@ func TestClassifierHostKernel(t *testing.T) {
 			if len(got) != 1 || got[0] != dir.want {
 				t.Errorf("%s on %s: counted in %v, want [%s]", tt.name, dir.name, got, dir.want)
 			}
+		}
+	}
+}
+
+// TestPingEFHostKernel is issue 23 item 10 with a real ping: 20 echo
+// requests marked EF (ping -Q 0xb8) leave through simple.qos's egress
+// tree and their replies (Linux echoes the TOS) come back through the
+// IFB; sqm-scripts puts them in the priority class 1:11, and so must sqm.
+// Before the fix all 20 landed in bulk, 1:13, both ways.
+func TestPingEFHostKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("needs ping (iputils-ping; scripts/setup.sh installs it)")
+	}
+	router, host := netns.NewT(t, "sqmpr"), netns.NewT(t, "sqmph")
+	for _, ns := range []*netns.NS{router, host} {
+		for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
+			if err := ns.SetSysctl(k, "1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := router.Veth("eth0", host, "peer0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []error{router.AddAddr("eth0", "10.93.0.1/24"), host.AddAddr("peer0", "10.93.0.2/24"), router.Up("lo", "eth0"), host.Up("lo", "peer0")} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	q := baseQueue()
+	q.Qdisc, q.SquashIngress = "pfifo", false
+	p := mustBuild(t, q, 1500)
+	if out, err := exec.Command("ip", "netns", "exec", router.Name(), "sh", "-e", "-c", RenderShell(p)).CombinedOutput(); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	egress0, ingress0 := classPackets(t, router.Name(), "eth0"), classPackets(t, router.Name(), p.Ingress.IFB)
+	const n = 20
+	if out, err := router.Output(exec.Command("ping", "-n", "-q", "-Q", "0xb8", "-c", fmt.Sprint(n), "-i", "0.01", "-W", "2", "10.93.0.2")); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	egress, ingress := classPackets(t, router.Name(), "eth0"), classPackets(t, router.Name(), p.Ingress.IFB)
+	for _, c := range []struct {
+		dir           string
+		before, after map[string]int
+	}{{"egress (requests)", egress0, egress}, {"ingress (replies)", ingress0, ingress}} {
+		prio, bulk := c.after["1:11"]-c.before["1:11"], c.after["1:13"]-c.before["1:13"]
+		// ARP may add a packet or two to 1:12; the pings are EF, all of them.
+		if prio != n || bulk != 0 {
+			t.Errorf("%s: %d packets in 1:11 and %d in 1:13; want all %d EF pings in 1:11 (sqm-scripts' class), none in bulk", c.dir, prio, bulk, n)
 		}
 	}
 }

@@ -45,12 +45,16 @@
 //     is the inner IP or PPPoE header), so shaping the Ethernet device
 //     under PPPoE and/or a VLAN still classifies. Only fixed-offset u32
 //     keys are used (see encaps in filters.go).
-//   - ICMP goes to bulk (1:13) as in sqm-scripts, but its filters come
-//     first so they apply whatever the packet's DSCP (sqm-scripts' ICMP
-//     filter sat behind the fw-mark filters, which matched first). The
-//     IPv6 filter is a real ICMPv6 match (next header 58 at byte 6 of the
-//     IPv6 header); sqm-scripts' reused the IPv4 protocol offset and never
-//     matched ICMPv6. ICMPv6 behind extension headers is not matched.
+//   - ICMP is classified by its DSCP first, as in sqm-scripts, whose
+//     fw-mark filters (the DSCP marks) come before its ICMP rule: an
+//     EF-marked ping (ping -Q 0xb8) is priority (1:11), an unmarked one
+//     best effort (1:12). The ICMP filters follow the DSCP map and send
+//     ICMP with a DSCP the map does not name to bulk (1:13); in
+//     sqm-scripts every egress packet carried a mark, so its ICMP rule
+//     never matched and such a ping was best effort. The IPv6 filter is
+//     a real ICMPv6 match (next header 58 at byte 6 of the IPv6 header);
+//     sqm-scripts' reused the IPv4 protocol offset and never matched
+//     ICMPv6. ICMPv6 behind extension headers is not matched.
 //   - The inert ARP fw filter, the vtun PREROUTING rule and the OUTPUT
 //     rule marking the router's own DNS/NTP as AF42 are not reproduced;
 //     squash_dscp has no effect with simple and an HTB leaf (sqm-scripts

@@ -95,11 +95,14 @@ func (e encap) icmpKey() U32Key {
 }
 
 // dscpFilters is simple.qos's classifier as u32 filters on parent, used in
-// both directions: ICMP/ICMPv6 to bulk (1:13) first, so it is bulk whatever
-// its DSCP, as sqm-scripts intends; then the DSCP map for every
-// encapsulation; then a catch-all to best effort (1:12) at prio 999. Every
-// filter has its own prio, because the kernel keeps one u32 table per
-// prio and protocol and refuses a second protocol on a used prio.
+// both directions: the DSCP map for every encapsulation first, then
+// ICMP/ICMPv6 to bulk (1:13) for ICMP whose DSCP the map does not name,
+// then a catch-all to best effort (1:12) at prio 999. The DSCP filters
+// come first as in sqm-scripts, whose fw-mark filters (the DSCP marks)
+// sit before its ICMP rule: a ping marked EF (ping -Q 0xb8) is priority
+// there and here, not bulk. Every filter has its own prio, because the
+// kernel keeps one u32 table per prio and protocol and refuses a second
+// protocol on a used prio.
 func dscpFilters(parent Handle) []Filter {
 	encaps, dscpMap := encaps(), dscpMap()
 	n := len(encaps)*(len(dscpMap)+1) + 1
@@ -125,16 +128,16 @@ func dscpFilters(parent Handle) []Filter {
 		prio++
 	}
 	for _, e := range encaps {
+		for _, d := range dscpMap {
+			add(e, e.dscpKey(d.tos), d.class, "DSCP "+d.name+" (tos "+d.hex+")")
+		}
+	}
+	for _, e := range encaps {
 		icmp := "ICMP"
 		if e.v6 {
 			icmp = "ICMPv6"
 		}
 		add(e, e.icmpKey(), 0x13, icmp)
-	}
-	for _, e := range encaps {
-		for _, d := range dscpMap {
-			add(e, e.dscpKey(d.tos), d.class, "DSCP "+d.name+" (tos "+d.hex+")")
-		}
 	}
 	fs = append(fs, Filter{
 		Parent: parent, Prio: 999, Protocol: "all", Kind: "u32",

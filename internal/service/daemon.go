@@ -22,7 +22,9 @@ import (
 //	  │                      handled within Debounce, else debounce, then apply
 //	  ├─ every CheckEvery ─► compare kernel with state ─► restore or report
 //	  ├─ SIGHUP, or config mtime/size changed ─► reload (only what changed;
-//	  │                                          a broken file keeps shaping)
+//	  │             a broken section keeps its interface's tree and the
+//	  │             others are shaped; a file that does not parse at all
+//	  │             keeps all shaping; neither ends the daemon)
 //	  └─ ctx cancelled (SIGTERM) ─► return; shaping stays unless StopOnExit
 //
 // It blocks in select between events (no busy polling); the only timers are
@@ -30,8 +32,11 @@ import (
 type Daemon struct {
 	Svc        *Service
 	ConfigPath string
-	// Load reads the config: config.Load in production.
-	Load func(path string) ([]config.Queue, error)
+	// Load reads the config: config.Load in production. A File with
+	// Refused sections is used (the others are shaped, the refused ones
+	// reported); a nil File (the file is missing or not UCI) keeps what
+	// is running until the file is fixed.
+	Load func(path string) (*config.File, error)
 	// Lock serialises the daemon's changes with CLI invocations; it
 	// returns the unlock function.
 	Lock func() (func(), error)
@@ -63,6 +68,7 @@ type Daemon struct {
 	Log        *slog.Logger
 
 	queues   []config.Queue
+	refused  []*config.SectionError
 	cfgStamp stamp
 	reported map[string]string
 
@@ -145,22 +151,28 @@ func ticker(d time.Duration) (<-chan time.Time, func()) {
 }
 
 // Run applies the config and then serves events until ctx is cancelled,
-// which is a clean exit (nil). It fails only if the config cannot be read
-// at start: there is nothing sensible to keep running then.
+// which is a clean exit (nil). A config problem never ends it: procd
+// would respawn it a few times and give up, leaving the WAN unshaped after
+// the next reboot. It shapes what it can, logs the rest, and applies the
+// fixed file on SIGHUP or when the poll sees it change.
 func (d *Daemon) Run(ctx context.Context) error {
 	debounce := orDefault(d.Debounce, time.Second)
 	maxWait := 5 * debounce
 	d.reported = map[string]string{}
 	d.cfgStamp = statConfig(d.ConfigPath)
-	qs, err := d.Load(d.ConfigPath)
-	if err != nil {
-		return err
+	if f, err := d.Load(d.ConfigPath); f == nil {
+		// Nothing known about the sections: what an earlier run
+		// shaped stays until the file can be read.
+		d.log().Error("config not loaded; waiting for it to be fixed (SIGHUP, or the file changes)", "err", err)
+		d.record(nil, err)
+		d.log().Info("daemon started", "config", d.ConfigPath, "sections", 0, "pid", os.Getpid())
+	} else {
+		d.use(f)
+		d.log().Info("daemon started", "config", d.ConfigPath, "sections", len(f.Queues)+len(f.Refused), "pid", os.Getpid())
+		d.locked("start", func() ([]Outcome, error) {
+			return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true, Refused: d.refused})
+		}, true)
 	}
-	d.queues = qs
-	d.log().Info("daemon started", "config", d.ConfigPath, "sections", len(qs), "pid", os.Getpid())
-	d.locked("start", func() ([]Outcome, error) {
-		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true})
-	}, true)
 
 	checkC, stopCheck := ticker(orDefault(d.CheckEvery, 30*time.Second))
 	defer stopCheck()
@@ -311,23 +323,28 @@ func (d *Daemon) handleLinks(ifaces []string, all bool) {
 		// install (a hotplug script, another tool) is refused and logged,
 		// as sqm start refuses it without --force. Restore is about trees
 		// sqm installed and someone changed (see check), not this.
-		more, err2 := d.Svc.Start(d.queues, d.ConfigPath, PrepareOptions{Ifaces: sel, AllowMissing: true}, false)
+		more, err2 := d.Svc.Start(d.queues, d.ConfigPath, PrepareOptions{Ifaces: sel, AllowMissing: true, Refused: d.refused}, false)
 		return append(outs, more...), errors.Join(err, err2)
 	}, false)
 }
 
 func (d *Daemon) reload(why string) ([]Outcome, error) {
-	qs, err := d.Load(d.ConfigPath)
-	if err != nil {
+	f, err := d.Load(d.ConfigPath)
+	if f == nil {
 		d.log().Error("config not reloaded; the running shaping is kept", "reason", why, "err", err)
 		d.record(nil, err)
 		return nil, err
 	}
-	d.queues = qs
+	d.use(f)
 	d.log().Info("reloading config", "reason", why, "config", d.ConfigPath)
 	return d.locked("reload", func() ([]Outcome, error) {
-		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true})
+		return d.Svc.Reload(d.queues, d.ConfigPath, PrepareOptions{AllowMissing: true, Refused: d.refused})
 	}, false)
+}
+
+// use makes f the config the daemon acts on.
+func (d *Daemon) use(f *config.File) {
+	d.queues, d.refused = f.Queues, f.Refused
 }
 
 func (d *Daemon) record(outs []Outcome, err error) {
@@ -337,7 +354,9 @@ func (d *Daemon) record(outs []Outcome, err error) {
 		d.last = map[string]Outcome{}
 	}
 	for _, o := range outs {
-		d.last[o.Interface] = o
+		if o.Interface != "" { // a section refused for its interface option; Store.Refused has it
+			d.last[o.Interface] = o
+		}
 	}
 	d.lastErr, d.lastAt = err, time.Now()
 }

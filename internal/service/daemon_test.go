@@ -30,7 +30,7 @@ type daemonRig struct {
 	done   chan error
 }
 
-func jsonLoad(path string) ([]config.Queue, error) {
+func jsonLoad(path string) (*config.File, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func jsonLoad(path string) ([]config.Queue, error) {
 	if err := json.Unmarshal(b, &qs); err != nil {
 		return nil, fmt.Errorf("%s:1: %w", path, err)
 	}
-	return qs, nil
+	return &config.File{Path: path, Queues: qs}, nil
 }
 
 func (r *daemonRig) writeConfig(qs ...config.Queue) {
@@ -229,10 +229,89 @@ func TestDaemonStopOnExit(t *testing.T) {
 			t.Errorf("StopOnExit=%v: shaped after exit = %v", stop, shaped)
 		}
 	}
-	// An unreadable config at start is fatal: nothing sensible to run.
-	d := &Daemon{Svc: svc, ConfigPath: "/nonexistent/sqm", Load: jsonLoad, Lock: func() (func(), error) { return func() {}, nil }}
-	if err := d.Run(context.Background()); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Run with a missing config: %v; want ErrNotExist", err)
+}
+
+// TestDaemonSurvivesUnreadableConfig is issue 23 item 1: a config that
+// cannot be read at start (missing, or not UCI) must not end the daemon
+// (procd gives up after a few respawns and the WAN stays unshaped); it
+// logs, waits, and shapes once the file is there.
+func TestDaemonSurvivesUnreadableConfig(t *testing.T) {
+	for _, name := range []string{"missing", "not a config"} {
+		t.Run(name, func(t *testing.T) {
+			k := newFake("eth0")
+			cfg := filepath.Join(t.TempDir(), "sqm.json")
+			if name != "missing" {
+				os.WriteFile(cfg, []byte("{ not"), 0o600)
+			}
+			r := startDaemonWith(t, k, true, func(d *Daemon) { d.ConfigPath = cfg })
+			eventually(t, "error logged", func() bool { return strings.Contains(r.logs.String(), "config not loaded; waiting") })
+			select {
+			case err := <-r.done:
+				r.done <- err
+				t.Fatalf("daemon ended on a config problem: %v", err)
+			default:
+			}
+			b, _ := json.Marshal([]config.Queue{queue("wan", "eth0", 1, 1)})
+			os.WriteFile(cfg+".tmp", b, 0o600)
+			os.Rename(cfg+".tmp", cfg)
+			eventually(t, "shaped once the file is fixed", func() bool { return k.count(k.applies, "eth0") == 1 })
+		})
+	}
+}
+
+// TestDaemonRefusedSection: with a real UCI file, the daemon shapes the
+// good section, keeps running, reports the broken one (log, Last, the
+// status record) and shapes it as soon as it is fixed (SIGHUP or the
+// poll).
+func TestDaemonRefusedSection(t *testing.T) {
+	const good = "config queue 'lan'\n\toption enabled '1'\n\toption interface 'eth1'\n\toption script 'simplest'\n"
+	const old = "config queue 'old'\n\toption enabled '0'\n\toption interface 'eth2'\n\toption script 'hfsc_lite.qos'\n"
+	wan := func(download string) string {
+		return "config queue 'wan'\n\toption enabled '1'\n\toption interface 'eth0'\n\toption script 'simplest'\n\toption download '" + download + "'\n"
+	}
+	for _, how := range []string{"SIGHUP", "poll"} {
+		t.Run(how, func(t *testing.T) {
+			k := newFake("eth0", "eth1")
+			cfg := filepath.Join(t.TempDir(), "sqm")
+			write := func(s string) {
+				os.WriteFile(cfg+".tmp", []byte(s), 0o600)
+				os.Rename(cfg+".tmp", cfg)
+			}
+			write(old + good + wan("85mbit"))
+			var dm *Daemon
+			r := startDaemonWith(t, k, true, func(d *Daemon) {
+				d.ConfigPath, d.Load, dm = cfg, config.Load, d
+				if how == "SIGHUP" {
+					d.PollEvery = -1
+				}
+			})
+			eventually(t, "good section shaped", func() bool { return k.count(k.applies, "eth1") == 1 })
+			eventually(t, "refusal logged", func() bool { return strings.Contains(r.logs.String(), cfg+`:13: queue \"wan\" option download`) })
+			if k.count(k.applies, "eth0") != 0 {
+				t.Error("the broken section was applied")
+			}
+			if strings.Contains(r.logs.String(), "level=ERROR") && strings.Contains(r.logs.String(), "hfsc_lite") {
+				t.Errorf("the disabled section was reported as an error:\n%s", r.logs)
+			}
+			if last := dm.Last(); last.Err == nil || last.Outcomes["eth0"].Action != ActRefused {
+				t.Errorf("Last() = %+v; want eth0 refused and the error", last)
+			}
+			if rs, _ := r.svc.Store.Refused(); len(rs) != 1 || rs[0].Section != "wan" {
+				t.Errorf("status record %+v", rs)
+			}
+			write(old + good + wan("85000"))
+			if how == "SIGHUP" {
+				r.hup <- os.Interrupt
+			}
+			eventually(t, "fixed section shaped", func() bool { return k.count(k.applies, "eth0") == 1 })
+			eventually(t, "status record cleared after the fix", func() bool { rs, _ := r.svc.Store.Refused(); return len(rs) == 0 })
+			select {
+			case err := <-r.done:
+				r.done <- err
+				t.Fatalf("daemon ended: %v", err)
+			default:
+			}
+		})
 	}
 }
 

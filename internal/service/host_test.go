@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,5 +319,98 @@ func TestHostDaemonReappliesRecreatedInterface(t *testing.T) {
 		if l > 3*time.Second {
 			t.Errorf("re-apply took %v; want well under 3 s with a 200ms debounce", l)
 		}
+	}
+}
+
+// issue23Config has what a router LuCI and past upgrades left behind: a
+// disabled section naming a recipe sqm does not have, an enabled section
+// with a broken value, and a good section. fix replaces the broken value.
+func issue23Config(download string) string {
+	return `
+config queue 'old'
+	option enabled '0'
+	option interface 'sq9'
+	option script 'hfsc_lite.qos'
+` + simplestPfifo + `
+config queue 'lte'
+	option enabled '1'
+	option interface 'sq2'
+	option download '` + download + `'
+	option upload '1000'
+	option script 'simplest.qos'
+	option qdisc 'pfifo'
+`
+}
+
+// TestHostBrokenSectionStandsAlone is issue 23's "Done when", on this
+// kernel in a namespace: `sqm start` shapes the good section, exits 1 with
+// file:line for the broken one and says nothing about the disabled one
+// but a warning; `sqm status` shows the refusal; `sqm daemon` keeps
+// running, shapes the good one, and shapes the fixed one as soon as it is
+// told (SIGHUP) or sees the file change.
+func TestHostBrokenSectionStandsAlone(t *testing.T) {
+	r := newRig(t)
+	r.ns.sh(t, "ip link add sq0 type veth peer name sq1 && ip link add sq2 type veth peer name sq3 && ip link set sq0 up && ip link set sq1 up && ip link set sq2 up && ip link set sq3 up")
+	r.config(issue23Config("85mbit"))
+	o, e, code := r.run("start")
+	brokenAt := r.cfg + `:18: queue "lte" option download: "85mbit" is not a number of kbit/s`
+	if code != 1 || !strings.Contains(o, `sq0: applied (section "wan")`) || !strings.Contains(o, `sq2: refused (section "lte")`) || !strings.Contains(e, brokenAt) {
+		t.Errorf("start: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1, sq0 applied, and %q", code, o, e, brokenAt)
+	}
+	for _, line := range strings.Split(e, "\n") {
+		if strings.Contains(line, "hfsc_lite") && !strings.HasPrefix(line, "warning: ") {
+			t.Errorf("the disabled section is more than a warning: %q", line)
+		}
+	}
+	if !strings.Contains(r.ns.tc(t, "qdisc show dev sq0"), "qdisc pfifo") {
+		t.Error("the good section is not shaped")
+	}
+	if strings.Contains(r.ns.tc(t, "qdisc show dev sq2"), "htb") {
+		t.Error("the broken section was shaped")
+	}
+	if st := r.mustRun("status"); !strings.Contains(st, `REFUSED: section "lte" (`+r.cfg+":15, sq2)") || !strings.Contains(st, brokenAt) {
+		t.Errorf("status does not show the refused section:\n%s", st)
+	}
+	if js := r.mustRun("status", "--json"); !strings.Contains(js, `"refused": [`) || !strings.Contains(js, `"section": "lte"`) {
+		t.Errorf("status --json does not show the refused section:\n%s", js)
+	}
+	// plan: the good plan, and the refusal.
+	if o, e, code := r.run("plan"); code != 1 || !strings.Contains(o, "dev sq0") || strings.Contains(o, "dev sq2") || !strings.Contains(e, brokenAt) {
+		t.Errorf("plan: exit %d\nstdout:\n%s\nstderr:\n%s", code, o, e)
+	}
+	r.mustRun("stop")
+
+	if testing.Short() {
+		return
+	}
+	for _, how := range []string{"SIGHUP", "file change"} {
+		t.Run("daemon/"+how, func(t *testing.T) {
+			r.config(issue23Config("85mbit"))
+			poll := "0"
+			if how == "file change" {
+				poll = "100ms"
+			}
+			d := r.startDaemon(t, "--poll-interval", poll, "--check-interval", "0")
+			waitFor(t, 10*time.Second, "sq0 shaped", func() bool { return d.applied("sq0") == 1 })
+			waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.logs.String(), `queue \"lte\" option download`) })
+			if d.applied("sq2") != 0 {
+				t.Error("the daemon applied the broken section")
+			}
+			r.config(issue23Config("3000"))
+			if how == "SIGHUP" {
+				d.cmd.Process.Signal(syscall.SIGHUP)
+			}
+			waitFor(t, 10*time.Second, "fixed section shaped", func() bool { return d.applied("sq2") == 1 })
+			if !strings.Contains(r.ns.tc(t, "class show dev ifb4sq2"), "rate 3Mbit") {
+				t.Errorf("sq2's ingress is not at the fixed rate:\n%s", r.ns.tc(t, "class show dev ifb4sq2"))
+			}
+			select {
+			case err := <-d.done:
+				d.done <- err
+				t.Fatalf("the daemon exited: %v", err)
+			default:
+			}
+			r.mustRun("stop")
+		})
 	}
 }

@@ -81,6 +81,7 @@ const (
 	ActStale     Action = "stale"     // state of a vanished interface was cleaned
 	ActNotShaped Action = "not-shaped"
 	ActSkipped   Action = "skipped" // a later enabled section for an interface
+	ActRefused   Action = "refused" // a broken enabled section, not started
 )
 
 // Outcome is one line of an operation's report.
@@ -92,7 +93,11 @@ type Outcome struct {
 }
 
 func (o Outcome) String() string {
-	s := fmt.Sprintf("%s: %s", o.Interface, o.Action)
+	who := o.Interface
+	if who == "" {
+		who = "(no valid interface)"
+	}
+	s := fmt.Sprintf("%s: %s", who, o.Action)
 	if o.Section != "" {
 		s += fmt.Sprintf(" (section %q)", o.Section)
 	}
@@ -110,6 +115,11 @@ type PrepareOptions struct {
 	// "waiting" outcome instead of an error (the daemon shapes it when it
 	// appears).
 	AllowMissing bool
+	// Refused are the source's enabled sections that did not parse
+	// (config.File.Refused). Each is reported, the other sections are
+	// applied all the same, and the interface a refused section names
+	// keeps the tree it has: a typo in the config does not unshape it.
+	Refused []*config.SectionError
 }
 
 // Prepared is the checked result of Prepare.
@@ -119,14 +129,22 @@ type Prepared struct {
 	// Skipped are enabled sections for an interface that an earlier
 	// enabled section already shapes (config.Effective).
 	Skipped []Outcome
+	// Refused are the selected sections that cannot start: those of
+	// PrepareOptions.Refused and those the planner refused. The others
+	// are in Targets and Waiting.
+	Refused []*config.SectionError
 }
 
 // Prepare validates and plans every section that starts (config.Effective:
 // enabled, and the first of several on one interface) selected by o,
 // without changing anything. Later sections on an already shaped interface
 // are skipped with a warning, not an error, so the other interfaces still
-// start. It reports all problems at once, so one run shows the user
-// everything to fix.
+// start. A section that is broken (o.Refused, or one the planner refuses)
+// is set aside in Prepared.Refused and the others go on, as sqm-scripts
+// starts each section on its own. Problems outside one section (an
+// interface that does not exist, IFB collisions) are errors, and then
+// nothing is prepared. It reports all problems at once, so one run shows
+// the user everything to fix.
 func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*Prepared, error) {
 	want := map[string]bool{}
 	for _, i := range o.Ifaces {
@@ -139,6 +157,15 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 	var waiting []Target // planned only to check them
 	out := &Prepared{}
 	seen := map[string]bool{}
+	for _, r := range o.Refused {
+		if len(want) > 0 && !want[r.Interface] {
+			continue
+		}
+		seen[r.Interface] = true
+		out.Refused = append(out.Refused, r)
+	}
+	// refuse sets aside a section the planner refused.
+	refuse := func(q *config.Queue, err error) { out.Refused = append(out.Refused, config.Refuse(q, err)) }
 	start, skipped := config.Effective(qs)
 	for _, w := range skipped {
 		if len(want) > 0 && !want[skippedIface(qs, w.Section)] {
@@ -173,7 +200,7 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 			// finally appears and nobody is watching the log.
 			p, err := s.Plan(&q, mtu)
 			if err != nil {
-				errs = append(errs, err)
+				refuse(&q, err)
 				continue
 			}
 			out.Waiting = append(out.Waiting, q)
@@ -185,7 +212,7 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 		}
 		p, err := s.Plan(&q, mtu)
 		if err != nil {
-			errs = append(errs, err)
+			refuse(&q, err)
 			continue
 		}
 		b, err := json.Marshal(p)
@@ -204,6 +231,9 @@ func (s *Service) Prepare(qs []config.Queue, source string, o PrepareOptions) (*
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
+		for _, r := range out.Refused {
+			errs = append(errs, r)
+		}
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
@@ -485,6 +515,11 @@ func (s *Service) Stop(o StopOptions) ([]Outcome, error) {
 		}
 		outs = append(outs, Outcome{st.Interface, st.Section, ActRemoved, ""})
 	}
+	if len(o.Ifaces) == 0 {
+		// Nothing of the source is shaped any more: what it refused
+		// is old news, for the next start to tell again.
+		s.forgetRefused(o.Source)
+	}
 	return outs, errors.Join(errs...)
 }
 
@@ -544,7 +579,9 @@ func (s *Service) CleanStale() ([]Outcome, error) {
 	return outs, errors.Join(errs...)
 }
 
-// Start applies the selected sections; see Prepare and Apply.
+// Start applies the selected sections; see Prepare and Apply. Refused
+// sections are reported (an outcome each, and the error) after the others
+// were applied.
 func (s *Service) Start(qs []config.Queue, source string, o PrepareOptions, force bool) ([]Outcome, error) {
 	stale, _ := s.CleanStale()
 	p, err := s.Prepare(qs, source, o)
@@ -556,7 +593,11 @@ func (s *Service) Start(qs []config.Queue, source string, o PrepareOptions, forc
 	for _, q := range p.Waiting {
 		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})
 	}
-	return outs, err
+	for _, r := range p.Refused {
+		outs = append(outs, refusedOutcome(r))
+	}
+	s.recordRefused(source, o, p.Refused)
+	return outs, errors.Join(err, refusedErr(p.Refused))
 }
 
 // Reload brings the kernel to the config: it applies sections that are new
@@ -581,6 +622,16 @@ func (s *Service) reload(qs []config.Queue, source string, o PrepareOptions, for
 	for _, q := range p.Waiting {
 		keep[q.Interface] = true
 	}
+	// A refused section's interface keeps its tree, found by the
+	// interface it names or, when that option is the broken one, by the
+	// section that shaped it.
+	keepSection := map[string]bool{}
+	for _, r := range p.Refused {
+		if r.Interface != "" {
+			keep[r.Interface] = true
+		}
+		keepSection[r.Section] = true
+	}
 	only := map[string]bool{}
 	for _, i := range o.Ifaces {
 		only[i] = true
@@ -592,7 +643,7 @@ func (s *Service) reload(qs []config.Queue, source string, o PrepareOptions, for
 	var gone []*State
 	leaving := map[string]bool{}
 	for _, st := range states {
-		if st.Source == source && !keep[st.Interface] && (len(only) == 0 || only[st.Interface]) {
+		if st.Source == source && !keep[st.Interface] && !keepSection[st.Section] && (len(only) == 0 || only[st.Interface]) {
 			gone = append(gone, st)
 			leaving[st.Interface] = true
 		}
@@ -615,6 +666,11 @@ func (s *Service) reload(qs []config.Queue, source string, o PrepareOptions, for
 	for _, q := range p.Waiting {
 		outs = append(outs, Outcome{q.Interface, q.Name, ActWaiting, "interface does not exist yet"})
 	}
+	for _, r := range p.Refused {
+		outs = append(outs, refusedOutcome(r))
+	}
+	s.recordRefused(source, o, p.Refused)
+	errs = append(errs, refusedErr(p.Refused))
 	return outs, errors.Join(errs...)
 }
 

@@ -132,6 +132,7 @@ func TestPrepare(t *testing.T) {
 		wantTargets  []string
 		wantWaiting  []string
 		wantSkipped  []string // "section@interface"
+		wantRefused  []string // "section@interface: error part"
 		wantErrParts []string
 	}{
 		{name: "two sections", queues: []config.Queue{queue("wan", "eth0", 1000, 500), queue("lte", "wwan0", 2000, 500)},
@@ -142,8 +143,8 @@ func TestPrepare(t *testing.T) {
 			wantErrParts: []string{"/etc/config/sqm:1", "ppp0 does not exist", "sqm daemon"}},
 		{name: "missing interface waits for the daemon", queues: []config.Queue{queue("wan", "ppp0", 1000, 500), queue("lan", "eth0", 1, 1)},
 			opts: PrepareOptions{AllowMissing: true}, wantTargets: []string{"eth0"}, wantWaiting: []string{"ppp0"}},
-		{name: "waiting section is still checked", queues: []config.Queue{func() config.Queue { q := queue("wan", "ppp0", 1, 1); q.Script = "broken"; return q }()},
-			opts: PrepareOptions{AllowMissing: true}, wantErrParts: []string{`no such script "broken"`}},
+		{name: "waiting section is still checked", queues: []config.Queue{func() config.Queue { q := queue("wan", "ppp0", 1, 1); q.Script = "broken"; return q }(), queue("lan", "eth0", 1, 1)},
+			opts: PrepareOptions{AllowMissing: true}, wantTargets: []string{"eth0"}, wantRefused: []string{`wan@ppp0: /etc/config/sqm:1: queue "wan" option script: no such script "broken"`}},
 		{name: "waiting sections collide too", queues: []config.Queue{queue("a", "verylongname1", 1, 1), queue("b", "verylongname9", 2, 2)},
 			opts: PrepareOptions{AllowMissing: true}, wantErrParts: []string{"ifb4verylongnam"}},
 		// Issue 10 item 6: the first enabled section wins, as config
@@ -154,8 +155,16 @@ func TestPrepare(t *testing.T) {
 			opts: PrepareOptions{Ifaces: []string{"wwan0"}}, wantTargets: []string{"wwan0"}},
 		{name: "IFB name collision", queues: []config.Queue{queue("a", "verylongname1", 1, 1), queue("b", "verylongname2", 2, 2)},
 			wantErrParts: []string{`queue "a" (interface verylongname1) and queue "b" (interface verylongname2) both need IFB ifb4verylongnam`}},
-		{name: "planner error reported with position", queues: []config.Queue{broken},
-			wantErrParts: []string{"/etc/config/sqm:1", `no such script "broken"`}},
+		// Issue 23 item 1: a section the planner refuses is set aside,
+		// with its position; the others still start.
+		{name: "planner error refuses only its section", queues: []config.Queue{broken, queue("lte", "wwan0", 1, 1)},
+			wantTargets: []string{"wwan0"}, wantRefused: []string{`bad@eth0: /etc/config/sqm:1: queue "bad" option script: no such script "broken"`}},
+		{name: "config refusals are passed through", queues: []config.Queue{queue("lte", "wwan0", 1, 1)},
+			opts:        PrepareOptions{Refused: []*config.SectionError{{Section: "x", Interface: "eth0", Errs: []error{errors.New("f:3: bad")}}}},
+			wantTargets: []string{"wwan0"}, wantRefused: []string{"x@eth0: f:3: bad"}},
+		{name: "a refused section of another interface is not selected", queues: []config.Queue{queue("lte", "wwan0", 1, 1)},
+			opts:        PrepareOptions{Ifaces: []string{"wwan0"}, Refused: []*config.SectionError{{Section: "x", Interface: "eth0", Errs: []error{errors.New("f:3: bad")}}}},
+			wantTargets: []string{"wwan0"}},
 		{name: "all errors at once", queues: []config.Queue{queue("wan", "ppp0", 1, 1), broken},
 			wantErrParts: []string{"ppp0 does not exist", "no such script"}},
 		{name: "filter by interface", queues: []config.Queue{queue("wan", "eth0", 1, 1), queue("lte", "wwan0", 1, 1)},
@@ -194,7 +203,15 @@ func TestPrepare(t *testing.T) {
 			}
 			// One link lookup (a netlink round trip) per section:
 			// its MTU, or that it is missing.
-			if want := len(tt.wantTargets) + len(tt.wantWaiting); k.lookups != want {
+			planned := 0 // sections the planner refused were looked up too
+			for _, r := range p.Refused {
+				for _, q := range tt.queues {
+					if q.Name == r.Section {
+						planned++
+					}
+				}
+			}
+			if want := len(tt.wantTargets) + len(tt.wantWaiting) + planned; k.lookups != want {
 				t.Errorf("%d link lookups for %d sections; want one each", k.lookups, want)
 			}
 			var skipped []string
@@ -210,6 +227,18 @@ func TestPrepare(t *testing.T) {
 			for _, tg := range p.Targets {
 				if tg.Queue.Interface == "eth0" && tt.wantSkipped != nil && tg.Queue.Name != "a" {
 					t.Errorf("eth0 planned from section %q, want the first enabled one, a", tg.Queue.Name)
+				}
+			}
+			var refused []string
+			for _, r := range p.Refused {
+				refused = append(refused, r.Section+"@"+r.Interface+": "+r.Error())
+			}
+			if len(refused) != len(tt.wantRefused) {
+				t.Errorf("refused %q, want %q", refused, tt.wantRefused)
+			}
+			for i := range refused {
+				if i < len(tt.wantRefused) && !strings.Contains(refused[i], tt.wantRefused[i]) {
+					t.Errorf("refused %q, want %q", refused[i], tt.wantRefused[i])
 				}
 			}
 			if len(k.trees) != 0 {
@@ -675,5 +704,74 @@ func TestPendingIsUTC(t *testing.T) {
 	}
 	if started != "2026-11-29T22:00:00Z" {
 		t.Errorf("pending started = %q; want 2026-11-29T22:00:00Z (UTC)", started)
+	}
+}
+
+// TestRefusedSectionsStandAlone is issue 23 item 1 in the service: a
+// refused section does not stop the others, Start and Reload report it as
+// an outcome and an error naming file:line, Reload keeps the tree its
+// interface had (a typo must not unshape the WAN), status can read what
+// was refused, and a run without refusals clears that record.
+func TestRefusedSectionsStandAlone(t *testing.T) {
+	k := newFake("eth0", "eth1")
+	s, _ := newService(t, k)
+	const src = "/etc/config/sqm"
+	good, wan := queue("lan", "eth1", 1000, 1000), queue("wan", "eth0", 20000, 5000)
+	if _, err := s.Start([]config.Queue{wan, good}, src, PrepareOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	wanTree := k.trees["eth0"]
+	// wan gets a typo: the file now refuses it.
+	bad := &config.SectionError{Section: "wan", Interface: "eth0", Pos: config.Position{File: src, Line: 7},
+		Errs: []error{errors.New(src + `:9: queue "wan" option download: "85mbit" is not a number of kbit/s`)}}
+	good.Download = 2000
+	outs, err := s.Reload([]config.Queue{good}, src, PrepareOptions{Refused: []*config.SectionError{bad}})
+	if err == nil || !strings.Contains(err.Error(), src+`:9: queue "wan" option download`) || !strings.Contains(err.Error(), `refused 1 section(s): "wan" (`+src+`:7)`) {
+		t.Errorf("reload error = %v; want the refusal with file:line", err)
+	}
+	if got := actions(outs); got != "eth1=applied eth0=refused" {
+		t.Errorf("outcomes %q, want eth1 applied and eth0 refused", got)
+	}
+	if k.trees["eth0"] != wanTree {
+		t.Errorf("reload of a refused section changed its interface's tree: %v", k.trees["eth0"])
+	}
+	if st, _ := s.Store.Load("eth0"); st == nil {
+		t.Error("reload forgot the state of the refused section's interface")
+	}
+	rs, err := s.Store.Refused()
+	if err != nil || len(rs) != 1 || rs[0].Section != "wan" || rs[0].Interface != "eth0" || rs[0].SectionPos != src+":7" || rs[0].Source != src ||
+		len(rs[0].Errors) != 1 || !strings.Contains(rs[0].Errors[0], ":9:") {
+		t.Errorf("refused record %+v, %v", rs, err)
+	}
+	// The broken option may be the interface itself: the section that
+	// shaped the interface is kept by its name.
+	bad2 := &config.SectionError{Section: "wan", Pos: config.Position{File: src, Line: 7}, Errs: []error{errors.New("x")}}
+	if _, err := s.Reload([]config.Queue{good}, src, PrepareOptions{Refused: []*config.SectionError{bad2}}); err == nil {
+		t.Error("no error for a refused section")
+	}
+	if st, _ := s.Store.Load("eth0"); st == nil || k.trees["eth0"] != wanTree {
+		t.Error("a section refused for its interface option lost the tree it had applied")
+	}
+	// Fixed: reload applies it and forgets the refusal.
+	wan.Download = 30000
+	outs, err = s.Reload([]config.Queue{wan, good}, src, PrepareOptions{})
+	if err != nil || actions(outs) != "eth0=applied eth1=unchanged" {
+		t.Errorf("fixed reload: %q, %v", actions(outs), err)
+	}
+	if rs, err := s.Store.Refused(); len(rs) != 0 || err != nil {
+		t.Errorf("refusals left after a clean reload: %+v, %v", rs, err)
+	}
+	// Start: the same, and the record is kept per source.
+	if _, err := s.Start([]config.Queue{good}, src, PrepareOptions{Refused: []*config.SectionError{bad}}, false); err == nil {
+		t.Error("start: no error for a refused section")
+	}
+	if rs, _ := s.Store.Refused(); len(rs) != 1 {
+		t.Errorf("start did not record the refusal: %+v", rs)
+	}
+	if _, err := s.Stop(StopOptions{Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := s.Store.Refused(); len(rs) != 0 {
+		t.Errorf("stop left the refusals of what it stopped: %+v", rs)
 	}
 }

@@ -177,6 +177,7 @@ function renderStatus(st, t) {
   }
   if (!box.childElementCount) box.append(el('p', { class: 'muted', text: 'sqm shapes no interface. Enable a queue under Settings.' }));
   if (st.last_error) box.append(el('p', { class: 'err', text: 'Last daemon error: ' + st.last_error }));
+  for (const r of st.refused || []) box.append(el('p', { class: 'err', 'data-refused': r.section, text: 'Section "' + r.section + '" (' + (r.section_pos || r.source) + ') is refused, not started (its interface keeps what it had): ' + (r.errors || []).join('; ') }));
 }
 
 function queueCard(d, ifb, st, t, open) {
