@@ -97,12 +97,24 @@ func (o *op) request(ifindex int) netlink.Message {
 		typ = unix.RTM_NEWTFILTER
 	}
 	data := tcmsg(ifindex, o.handle, o.parent, o.info)
-	data = append(data, attr(tcaKind, cstr(o.tcKind))...)
-	if o.rawOpts != nil {
-		data = append(data, nest(tcaOptions, o.rawOpts)...)
-	}
-	if o.stab != nil {
-		data = append(data, nest(tcaStab, o.stab)...)
+	switch {
+	case o.tcLayout && o.kind == opFilter:
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		data = append(data, attr(tcaOptions, o.rawOpts)...)
+	case o.tcLayout:
+		data = append(data, attr(tcaOptions, o.rawOpts)...)
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		if o.stab != nil {
+			data = append(data, attr(tcaStab, o.stab)...)
+		}
+	default:
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		if o.rawOpts != nil {
+			data = append(data, nest(tcaOptions, o.rawOpts)...)
+		}
+		if o.stab != nil {
+			data = append(data, nest(tcaStab, o.stab)...)
+		}
 	}
 	return netlink.Message{
 		Header: netlink.Header{
