@@ -112,6 +112,7 @@ Example:
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
 				return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 			}
+			setDaemonMemoryLimit(env.Getenv)
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
 			page, err := prepareWeb(env, fs, configSource(fs))
