@@ -140,6 +140,7 @@ Example:
 					return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 				}
 			}
+			setDaemonMemoryLimit(env.Getenv)
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
 			page, err := prepareWeb(env, fs, configSource(fs))

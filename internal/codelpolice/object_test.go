@@ -3,28 +3,26 @@ package codelpolice
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"sqm/internal/codelpolice/bpfobj"
 	"sqm/internal/plan"
 )
 
-// TestObjects: both committed objects parse, have the maps the program
-// and this package agree on, and every map load is relocated.
+// TestObjects: both generated objects have the maps the program and this
+// package agree on, and every map load is relocated.
 func TestObjects(t *testing.T) {
-	for name, b := range map[string][]byte{"bpfel": objectLE, "bpfeb": objectBE} {
-		o, err := parseObject(b)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	for name, o := range map[string]*object{"bpfel": &objectLE, "bpfeb": &objectBE} {
 		want := map[string]mapSpec{
 			"config":   {name: "config", typ: 2, keySize: 4, valueSize: configSize, maxEntries: 1},
 			"state":    {name: "state", typ: 2, keySize: 4, valueSize: 88, maxEntries: 1},
 			"counters": {name: "counters", typ: 6, keySize: 4, valueSize: counterSlots * 8, maxEntries: 1},
 			"flows":    {name: "flows", typ: 9, keySize: 4, valueSize: 24, maxEntries: 4096},
 		}
-		if len(o.maps) != len(want) {
+		if len(o.maps) != len(want) || len(o.maps) > maxMaps {
 			t.Errorf("%s: %d maps, want %d", name, len(o.maps), len(want))
 		}
 		for _, m := range o.maps {
@@ -32,8 +30,8 @@ func TestObjects(t *testing.T) {
 				t.Errorf("%s: map %+v, want %+v", name, m, want[m.name])
 			}
 		}
-		if len(o.relocs) == 0 || o.license != "GPL" {
-			t.Errorf("%s: %d relocations, license %q", name, len(o.relocs), o.license)
+		if len(o.relocs) == 0 || o.license != "GPL" || len(o.insns)%insnSize != 0 {
+			t.Errorf("%s: %d relocations, license %q, %d bytes of instructions", name, len(o.relocs), o.license, len(o.insns))
 		}
 		wantOrder := binary.ByteOrder(binary.LittleEndian)
 		if name == "bpfeb" {
@@ -59,42 +57,42 @@ func TestObjects(t *testing.T) {
 				t.Errorf("%s: insn at %d loads fd %d, want %d", name, r.off, got, fds[r.m])
 			}
 		}
-		if !bytes.Equal(o.insns[:8], insns[:8]) && o.relocs[0].off != 0 {
+		if o.insns[:8] != string(insns[:8]) && o.relocs[0].off != 0 {
 			t.Errorf("%s: patching changed an instruction without a relocation", name)
 		}
-	}
-}
-
-func TestParseObjectRejects(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		b    []byte
-		want string
-	}{
-		{"empty", nil, "codel_police object"},
-		{"not elf", []byte("hello, world, this is not an ELF object at all"), "codel_police object"},
-		{"truncated", objectLE[:len(objectLE)/2], "codel_police object"},
-	} {
-		_, err := parseObject(c.b)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		// Patching works on a copy: the object stays loadable again.
+		if o.patched([]int{1, 2, 3, 4}); string(o.patched(fds)) != string(insns) {
+			t.Errorf("%s: a second patch differs from the first", name)
 		}
 	}
 }
 
-func FuzzParseObject(f *testing.F) {
-	f.Add(objectLE)
-	f.Add(objectBE)
-	f.Add([]byte("\x7fELF"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		o, err := parseObject(b)
-		if err != nil {
-			return
-		}
-		// Whatever parses must be safe to patch.
-		fds := make([]int, len(o.maps))
-		_ = o.patched(fds)
-	})
+// TestObjectGenCurrent: object_gen.go is exactly what the committed ELF
+// objects make, so an object rebuilt by 'make bpf' cannot ship with the
+// program of the one before (and ObjectTag is the objects' hash).
+func TestObjectGenCurrent(t *testing.T) {
+	le, err := os.ReadFile("codel_police_bpfel.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := os.ReadFile("codel_police_bpfeb.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := bpfobj.Generate(le, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("object_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("object_gen.go is not what codel_police_bpf{el,eb}.o make: run 'go generate ./internal/codelpolice'")
+	}
+	if objectLE.tag != bpfobj.Tag(le) || objectBE.tag != bpfobj.Tag(be) {
+		t.Errorf("tags %s/%s, want %s/%s", objectLE.tag, objectBE.tag, bpfobj.Tag(le), bpfobj.Tag(be))
+	}
 }
 
 func TestParseCPUList(t *testing.T) {

@@ -180,10 +180,7 @@ func Load(p *plan.CodelPolice, l2len int) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := parseObject(nativeObject())
-	if err != nil {
-		return nil, err
-	}
+	o := nativeObject()
 	ci := o.mapIndex("config")
 	if ci < 0 || o.maps[ci].valueSize != configSize {
 		return nil, errors.New("codel_police object: no config map of the expected size")

@@ -21,6 +21,13 @@ func TestVMCakeOnVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
+	// go-tc, which sqm no longer links, reads the qdisc back here.
+	tcc, err := tc.Open(&tc.Config{NetNS: ns.fd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcc.Close()
+	u32p := func(v uint32) *uint32 { return &v }
 
 	const (
 		rate      = 18_000_000 / 8 // 18 Mbit/s in bytes/s
@@ -34,14 +41,14 @@ func TestVMCakeOnVeth(t *testing.T) {
 		Nat: u32p(1), DiffServMode: u32p(diffserv4),
 	}
 	cake := want
-	err = ns.tc.Qdisc().Add(&tc.Object{
+	err = tcc.Qdisc().Add(&tc.Object{
 		Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(1, 0), Parent: tc.HandleRoot},
 		Attribute: tc.Attribute{Kind: "cake", Cake: &cake},
 	})
 	if err != nil {
 		t.Fatalf("add cake: %v", err)
 	}
-	qdiscs, err := ns.tc.Qdisc().Get()
+	qdiscs, err := tcc.Qdisc().Get()
 	if err != nil {
 		t.Fatalf("read qdiscs back: %v", err)
 	}

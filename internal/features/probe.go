@@ -35,11 +35,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/florianl/go-tc"
-	"github.com/florianl/go-tc/core"
-	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/rtlink"
 )
 
 // Prober probes and caches. The zero value is not usable; use NewProber.
@@ -155,38 +154,24 @@ func newHostIFB() (*throwawayNS, error) {
 		return nil, fmt.Errorf("open %s: %w", hostNetNS, err)
 	}
 	ns := &throwawayNS{fd: fd, host: true}
-	if ns.rtnl, err = rtnetlink.Dial(&netlink.Config{NetNS: fd}); err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("rtnetlink: %w", err)
-	}
-	if ns.tc, err = tc.Open(&tc.Config{NetNS: fd}); err != nil {
+	if ns.nl, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: fd}); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("tc netlink: %w", err)
 	}
-	_ = ns.tc.SetOption(netlink.ExtendedAcknowledge, true)
+	_ = ns.nl.SetOption(netlink.ExtendedAcknowledge, true)
 	var rnd [4]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		ns.Close()
 		return nil, err
 	}
 	name := fmt.Sprintf("sqmp%08x", binary.BigEndian.Uint32(rnd[:]))
-	if err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
-		Family:     unix.AF_UNSPEC,
-		Attributes: &rtnetlink.LinkAttributes{Name: name, Info: &rtnetlink.LinkInfo{Kind: "ifb"}},
-	}); err != nil {
+	if err := rtlink.New(ns.nl, name, "ifb", 0); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("create temporary ifb %s: %w", name, err)
 	}
-	links, err := ns.rtnl.Link.List()
-	if err == nil {
-		for _, l := range links {
-			if l.Attributes != nil && l.Attributes.Name == name && l.Attributes.Info != nil && l.Attributes.Info.Kind == "ifb" {
-				ns.dev = l.Index
-			}
-		}
-		if ns.dev == 0 {
-			err = errors.New("not listed after creating it")
-		}
+	l, err := rtlink.ByName(ns.nl, name)
+	if err == nil && l.Kind != "ifb" {
+		err = fmt.Errorf("is a %q link, not the ifb just made", l.Kind)
 	}
 	if err != nil {
 		// Without its index the device cannot be deleted by index;
@@ -195,26 +180,15 @@ func newHostIFB() (*throwawayNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("temporary ifb %s: %w", name, err)
 	}
-	ns.ifb = name
+	ns.dev, ns.ifb = uint32(l.Index), name
 	return ns, nil
 }
 
 // deleteByName deletes link name with RTM_DELLINK carrying IFLA_IFNAME.
 func (ns *throwawayNS) deleteByName(name string) error {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.IFLA_IFNAME, name)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return err
-	}
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: ns.fd})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.Execute(netlink.Message{
+	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge},
-		Data:   append(make([]byte, 16), attrs...), // struct ifinfomsg, all zero
+		Data:   append(make([]byte, 16), nlStr(unix.IFLA_IFNAME, name)...), // struct ifinfomsg, all zero
 	})
 	return err
 }
@@ -237,10 +211,9 @@ func classify(f Feature, op string, err error) error {
 // has: a veth pair would make the probe depend on kmod-veth, and a missing
 // veth module used to be misreported as the probed module missing.
 type throwawayNS struct {
-	fd   int
-	rtnl *rtnetlink.Conn
-	tc   *tc.Tc
-	dev  uint32 // ifindex of the namespace's lo, or of the temporary ifb
+	fd  int
+	nl  *netlink.Conn // traffic control requests, encoded here
+	dev uint32        // ifindex of the namespace's lo, or of the temporary ifb
 	// host is set when the probes run in an existing namespace (see
 	// newHostIFB): what they create must then be deleted again.
 	host bool
@@ -274,31 +247,19 @@ func newThrowawayNS() (*throwawayNS, error) {
 	}
 	ns := &throwawayNS{fd: r.fd}
 	var err error
-	if ns.rtnl, err = rtnetlink.Dial(&netlink.Config{NetNS: r.fd}); err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("rtnetlink: %w", err)
-	}
-	if ns.tc, err = tc.Open(&tc.Config{NetNS: r.fd}); err != nil {
+	if ns.nl, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: r.fd}); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("tc netlink: %w", err)
 	}
 	// Extended acks put the kernel's reason into errors ("Specified qdisc
 	// kind is unknown"); older kernels without them still work.
-	_ = ns.tc.SetOption(netlink.ExtendedAcknowledge, true)
-	links, err := ns.rtnl.Link.List()
+	_ = ns.nl.SetOption(netlink.ExtendedAcknowledge, true)
+	lo, err := rtlink.ByName(ns.nl, "lo")
 	if err != nil {
 		ns.Close()
-		return nil, fmt.Errorf("list links: %w", err)
+		return nil, fmt.Errorf("new network namespace: look up lo: %w", err)
 	}
-	for _, l := range links {
-		if l.Attributes != nil && l.Attributes.Name == "lo" {
-			ns.dev = l.Index
-		}
-	}
-	if ns.dev == 0 {
-		ns.Close()
-		return nil, errors.New("new network namespace has no lo device")
-	}
+	ns.dev = uint32(lo.Index)
 	return ns, nil
 }
 
@@ -307,16 +268,13 @@ func newThrowawayNS() (*throwawayNS, error) {
 // behind.
 func (ns *throwawayNS) Close() error {
 	var err error
-	if ns.ifb != "" && ns.rtnl != nil {
-		if derr := ns.rtnl.Link.Delete(ns.dev); derr != nil {
+	if ns.ifb != "" && ns.nl != nil {
+		if derr := rtlink.Delete(ns.nl, int(ns.dev)); derr != nil {
 			err = fmt.Errorf("delete temporary ifb %s: %w", ns.ifb, derr)
 		}
 	}
-	if ns.tc != nil {
-		ns.tc.Close()
-	}
-	if ns.rtnl != nil {
-		ns.rtnl.Close()
+	if ns.nl != nil {
+		ns.nl.Close()
 	}
 	if ns.fd >= 0 {
 		unix.Close(ns.fd)
@@ -324,140 +282,183 @@ func (ns *throwawayNS) Close() error {
 	return err
 }
 
-// addQdiscKindOnly sends RTM_NEWQDISC with TCA_KIND and no options, by
-// hand: the kernel then uses the qdisc's defaults.
-func (ns *throwawayNS) addQdiscKindOnly(m tc.Msg, kind string) error {
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: ns.fd})
-	if err != nil {
-		return fmt.Errorf("dial rtnetlink: %w", err)
+// tcMsg is struct tcmsg's fields.
+type tcMsg struct {
+	ifindex, handle, parent, info uint32
+}
+
+// nlAttr encodes one netlink attribute, padded to 4 bytes.
+func nlAttr(typ uint16, data []byte) []byte {
+	n := 4 + len(data)
+	b := make([]byte, (n+3)&^3)
+	binary.NativeEndian.PutUint16(b[0:], uint16(n))
+	binary.NativeEndian.PutUint16(b[2:], typ)
+	copy(b[4:], data)
+	return b
+}
+
+// nlNest is nlAttr with NLA_F_NESTED, which strict parsers (fq_pie's)
+// require on nested options and the others accept.
+func nlNest(typ uint16, data []byte) []byte { return nlAttr(typ|0x8000, data) }
+
+func nlU32(typ uint16, v uint32) []byte {
+	b := make([]byte, 4)
+	binary.NativeEndian.PutUint32(b, v)
+	return nlAttr(typ, b)
+}
+
+func nlStr(typ uint16, s string) []byte { return nlAttr(typ, append([]byte(s), 0)) }
+
+// u32s is v in native byte order, back to back (a C struct of __u32s).
+func u32s(v ...uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.NativeEndian.PutUint32(b[4*i:], x)
 	}
-	defer c.Close()
-	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
-	hdr := make([]byte, 20) // struct tcmsg
-	hdr[0] = byte(m.Family)
-	binary.NativeEndian.PutUint32(hdr[4:], m.Ifindex)
-	binary.NativeEndian.PutUint32(hdr[8:], m.Handle)
-	binary.NativeEndian.PutUint32(hdr[12:], m.Parent)
-	binary.NativeEndian.PutUint32(hdr[16:], m.Info)
-	ae := netlink.NewAttributeEncoder()
-	ae.String(1 /* TCA_KIND */, kind)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return err
+	return b
+}
+
+// send sends one RTM_NEW* request: struct tcmsg, then the attributes.
+func (ns *throwawayNS) send(typ uint16, m tcMsg, attrs ...[]byte) error {
+	data := make([]byte, 20) // struct tcmsg, family AF_UNSPEC
+	binary.NativeEndian.PutUint32(data[4:], m.ifindex)
+	binary.NativeEndian.PutUint32(data[8:], m.handle)
+	binary.NativeEndian.PutUint32(data[12:], m.parent)
+	binary.NativeEndian.PutUint32(data[16:], m.info)
+	for _, a := range attrs {
+		data = append(data, a...)
 	}
-	_, err = c.Execute(netlink.Message{
+	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{
-			Type:  unix.RTM_NEWQDISC,
+			Type:  netlink.HeaderType(typ),
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
 		},
-		Data: append(hdr, attrs...),
+		Data: data,
 	})
 	return err
 }
 
-func u32p(v uint32) *uint32 { return &v }
+// action sends an RTM_*ACTION request: struct tcamsg (family, 3 bytes of
+// padding), then TCA_ACT_TAB holding the one action given.
+func (ns *throwawayNS) action(typ netlink.HeaderType, flags netlink.HeaderFlags, act []byte) error {
+	_, err := ns.nl.Execute(netlink.Message{
+		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags},
+		Data:   append(make([]byte, 4), nlNest(1, act)...),
+	})
+	return err
+}
+
+func handle(major, minor uint32) uint32 { return major<<16 | minor }
 
 const (
-	handleRoot    = tc.HandleRoot
-	handleIngress = tc.HandleIngress // also clsact's parent
-	ethPAll       = 0x0300           // htons(ETH_P_ALL)
-	actOK         = 0                // TC_ACT_OK
-	actShot       = 2                // TC_ACT_SHOT
-	actPipe       = 3                // TC_ACT_PIPE
-	actStolen     = 4                // TC_ACT_STOLEN
-	egressRedir   = 1                // TCA_EGRESS_REDIR
+	handleRoot    = 0xFFFFFFFF
+	handleIngress = 0xFFFFFFF1 // also clsact's parent
+	ethPAll       = 0x0300     // htons(ETH_P_ALL)
+	actOK         = 0          // TC_ACT_OK
+	actShot       = 2          // TC_ACT_SHOT
+	actPipe       = 3          // TC_ACT_PIPE
+	actStolen     = 4          // TC_ACT_STOLEN
+	egressRedir   = 1          // TCA_EGRESS_REDIR
+	tcaKind       = 1
+	tcaOptions    = 2
 )
 
-// qdiscAttr returns a minimal valid configuration for each qdisc kind:
-// go-tc refuses empty options, and htb, tbf and netem need some.
-func qdiscAttr(kind string) (tc.Attribute, bool) {
-	a := tc.Attribute{Kind: kind}
+// qdiscOptions returns a minimal valid TCA_OPTIONS payload for each qdisc
+// kind (nil: none, the kernel's defaults), and false for a kind without
+// a probe. htb, tbf and netem need some options; the others get one to
+// show the kernel takes the kind's options too.
+func qdiscOptions(kind string) ([]byte, bool) {
 	switch kind {
 	case "htb":
-		a.Htb = &tc.Htb{Init: &tc.HtbGlob{Version: 3, Rate2Quantum: 10}}
+		return nlAttr(2, u32s(3, 10, 0, 0, 0)), true // TCA_HTB_INIT: version 3, r2q 10
 	case "tbf":
-		// go-tc computes tbf's rate table from the kernel's psched
-		// clock, which it reads into its own package state once.
-		if err := core.InitializeClock(); err != nil {
-			return a, false
-		}
-		burst := uint32(1600)
-		a.Tbf = &tc.Tbf{Parms: &tc.TbfQopt{Mtu: 1514, Limit: 10000, Rate: tc.RateSpec{Rate: 125000, Linklayer: 1}}, Burst: &burst}
+		// TCA_TBF_PARMS: rate 1 Mbit/s (ethernet), no peak rate, limit,
+		// buffer, mtu; TCA_TBF_BURST makes the kernel compute the buffer.
+		qopt := make([]byte, 36)
+		qopt[1] = 1 // linklayer ethernet
+		binary.NativeEndian.PutUint32(qopt[8:], 125000)
+		binary.NativeEndian.PutUint32(qopt[24:], 10000)
+		binary.NativeEndian.PutUint32(qopt[32:], 1514)
+		return append(nlAttr(1, qopt), nlU32(6, 1600)...), true
 	case "cake":
-		a.Cake = &tc.Cake{BaseRate: new(uint64)}
-	case "fq_codel":
-		a.FqCodel = &tc.FqCodel{Limit: u32p(1000)}
-	case "codel":
-		a.Codel = &tc.Codel{Limit: u32p(1000)}
-	case "pie":
-		a.Pie = &tc.Pie{Limit: u32p(1000)}
+		return nlAttr(2, make([]byte, 8)), true // TCA_CAKE_BASE_RATE64 0: unlimited
+	case "fq_codel", "codel", "pie":
+		return nlU32(2, 1000), true // TCA_*_LIMIT
 	case "fq_pie":
-		a.FqPie = &tc.FqPie{Limit: u32p(1000)}
+		return nlU32(1, 1000), true // TCA_FQ_PIE_LIMIT
 	case "sfq":
-		a.Sfq = &tc.Sfq{V0: tc.SfqQopt{Limit: 127}}
+		return u32s(0, 0, 127, 0, 0), true // struct tc_sfq_qopt, limit 127
 	case "pfifo":
-		a.Pfifo = &tc.FifoOpt{Limit: 1000}
+		return u32s(1000), true // struct tc_fifo_qopt
 	case "bfifo":
-		a.Bfifo = &tc.FifoOpt{Limit: 100000}
+		return u32s(100000), true
 	case "netem":
-		a.Netem = &tc.Netem{Qopt: tc.NetemQopt{Limit: 1000}}
+		return u32s(0, 1000, 0, 0, 0, 0), true // struct tc_netem_qopt, limit 1000
 	case "ingress", "clsact":
-	default:
-		return a, false
+		return nil, true
 	}
-	return a, true
+	return nil, false
 }
+
+// structOptions are the kinds whose TCA_OPTIONS is a C struct, not
+// nested attributes (sent without NLA_F_NESTED).
+var structOptions = map[string]bool{"sfq": true, "pfifo": true, "bfifo": true, "netem": true}
 
 func (ns *throwawayNS) probe(f Feature) error {
 	switch f.Type {
 	case TypeQdisc:
-		attr, ok := qdiscAttr(f.Name)
+		opts, ok := qdiscOptions(f.Name)
 		if !ok {
 			return fmt.Errorf("features: no probe for qdisc %s", f.Name)
 		}
-		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(1, 0), Parent: handleRoot}
+		msg := tcMsg{ifindex: ns.dev, handle: handle(1, 0), parent: handleRoot}
 		if f.Name == "ingress" || f.Name == "clsact" {
-			msg.Handle, msg.Parent = core.BuildHandle(0xFFFF, 0), handleIngress
+			msg.handle, msg.parent = handle(0xFFFF, 0), handleIngress
 		}
-		if f.Name == "fq_pie" {
-			// go-tc v0.4.8 sends TCA_OPTIONS without NLA_F_NESTED, which
-			// fq_pie's strict parser rejects ("NLA_F_NESTED is
-			// missing"), and it refuses to send no options at all.
-			return classify(f, "add qdisc", ns.addQdiscKindOnly(msg, f.Name))
+		attrs := [][]byte{nlStr(tcaKind, f.Name)}
+		switch {
+		case opts == nil:
+		case structOptions[f.Name]:
+			attrs = append(attrs, nlAttr(tcaOptions, opts))
+		default:
+			attrs = append(attrs, nlNest(tcaOptions, opts))
 		}
-		return classify(f, "add qdisc", ns.tc.Qdisc().Add(&tc.Object{Msg: msg, Attribute: attr}))
+		return classify(f, "add qdisc", ns.send(unix.RTM_NEWQDISC, msg, attrs...))
 
 	case TypeClassifier:
-		if err := ns.tc.Qdisc().Add(&tc.Object{
-			Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Handle: core.BuildHandle(0xFFFF, 0), Parent: handleIngress},
-			Attribute: tc.Attribute{Kind: "ingress"},
-		}); err != nil {
+		if err := ns.send(unix.RTM_NEWQDISC, tcMsg{ifindex: ns.dev, handle: handle(0xFFFF, 0), parent: handleIngress},
+			nlStr(tcaKind, "ingress")); err != nil {
 			return fmt.Errorf("features: probe %s: needs an ingress qdisc to attach to, which failed: %w", f, err)
 		}
-		msg := tc.Msg{Family: unix.AF_UNSPEC, Ifindex: ns.dev, Parent: core.BuildHandle(0xFFFF, 0), Info: 1<<16 | ethPAll}
-		attr := tc.Attribute{Kind: f.Name}
-		classID := u32p(core.BuildHandle(1, 1))
+		msg := tcMsg{ifindex: ns.dev, parent: handle(0xFFFF, 0), info: 1<<16 | ethPAll}
+		classID := handle(1, 1)
+		var opts []byte
 		switch f.Name {
 		case "u32":
-			attr.U32 = &tc.U32{ClassID: classID, Sel: &tc.U32Sel{Flags: 1 /* TC_U32_TERMINAL */, NKeys: 1, Keys: []tc.U32Key{{}}}}
+			// TCA_U32_CLASSID, TCA_U32_SEL: terminal, one key matching all.
+			sel := make([]byte, 32)
+			sel[0], sel[2] = 1, 1
+			opts = append(nlU32(1, classID), nlAttr(5, sel)...)
 		case "matchall":
-			attr.Matchall = &tc.Matchall{ClassID: classID}
+			opts = nlU32(1, classID) // TCA_MATCHALL_CLASSID
 		case "flower":
-			attr.Flower = &tc.Flower{ClassID: classID}
+			opts = nlU32(1, classID) // TCA_FLOWER_CLASSID
 		case "fw":
-			msg.Handle = 1 // the fwmark to match
-			attr.Fw = &tc.Fw{ClassID: classID}
+			msg.handle = 1           // the fwmark to match
+			opts = nlU32(1, classID) // TCA_FW_CLASSID
 		case "bpf":
 			// A one-instruction classic BPF program ("ret #-1": match),
 			// which cls_bpf takes without the bpf(2) syscall, so the probe
 			// needs nothing beyond what the other classifiers need.
 			ops := []byte{0x06, 0, 0, 0, 0xff, 0xff, 0xff, 0xff} // sock_filter{BPF_RET|BPF_K, 0, 0, 0xffffffff}
-			n := uint16(1)
-			attr.BPF = &tc.Bpf{ClassID: classID, Ops: &ops, OpsLen: &n}
+			n := make([]byte, 2)
+			binary.NativeEndian.PutUint16(n, 1)
+			// TCA_BPF_CLASSID, TCA_BPF_OPS_LEN, TCA_BPF_OPS.
+			opts = append(append(nlU32(3, classID), nlAttr(4, n)...), nlAttr(5, ops)...)
 		default:
 			return fmt.Errorf("features: no probe for classifier %s", f.Name)
 		}
-		return classify(f, "add filter", ns.tc.Filter().Add(&tc.Object{Msg: msg, Attribute: attr}))
+		return classify(f, "add filter", ns.send(unix.RTM_NEWTFILTER, msg, nlStr(tcaKind, f.Name), nlNest(tcaOptions, opts)))
 
 	case TypeAction:
 		index := uint32(1)
@@ -471,29 +472,38 @@ func (ns *throwawayNS) probe(f Feature) error {
 			}
 			index = 0x40000000 | binary.BigEndian.Uint32(rnd[:])&0x3fffffff
 		}
-		// The index goes into the kind's parameters too, where the
-		// kernel reads it for most kinds.
-		a := &tc.Action{Kind: f.Name, Index: index}
+		var opts []byte
 		switch f.Name {
 		case "gact":
-			a.Gact = &tc.Gact{Parms: &tc.GactParms{Index: index, Action: actOK}}
+			// TCA_GACT_PARMS: struct tc_gact (index, capab, action, refcnt, bindcnt).
+			opts = nlAttr(2, u32s(index, 0, actOK, 0, 0))
 		case "mirred":
-			a.Mirred = &tc.Mirred{Parms: &tc.MirredParam{Index: index, Action: actStolen, Eaction: egressRedir, IfIndex: ns.dev}}
+			// TCA_MIRRED_PARMS: struct tc_mirred (tc_gen, eaction, ifindex).
+			opts = nlAttr(2, u32s(index, 0, actStolen, 0, 0, egressRedir, ns.dev))
 		case "police":
-			// A rate needs a 1024-byte rate table go-tc does not build
-			// (see go-libs.md); a police with only burst and mtu is
-			// enough to show that act_police exists.
-			a.Police = &tc.Police{Tbf: &tc.Policy{Index: index, Action: actShot, Burst: 10000, Mtu: 2048}}
+			// TCA_POLICE_TBF: struct tc_police without a rate (a rate needs
+			// a 1024-byte rate table); burst and mtu are enough to show
+			// that act_police exists.
+			p := make([]byte, 56)
+			copy(p, u32s(index, actShot, 0, 10000, 2048))
+			opts = nlAttr(1, p)
 		case "skbedit":
-			a.SkbEdit = &tc.SkbEdit{Parms: &tc.SkbEditParms{Index: index, Action: actPipe}, Priority: u32p(1)}
+			// TCA_SKBEDIT_PARMS (struct tc_skbedit = tc_gen), TCA_SKBEDIT_PRIORITY.
+			opts = append(nlAttr(2, u32s(index, 0, actPipe, 0, 0)), nlU32(3, 1)...)
 		case "ctinfo":
-			a.CtInfo = &tc.CtInfo{Act: &tc.CtInfoAct{Index: index, Action: actPipe}, ParmsDscpMask: u32p(0xfc000000), ParmsDscpStateMask: u32p(0x01000000)}
+			// TCA_CTINFO_ACT (struct tc_ctinfo = tc_gen), DSCP mask and state mask.
+			opts = append(append(nlAttr(3, u32s(index, 0, actPipe, 0, 0)), nlU32(5, 0xfc000000)...), nlU32(6, 0x01000000)...)
 		default:
 			return fmt.Errorf("features: no probe for action %s", f.Name)
 		}
-		err := ns.tc.Actions().Add([]*tc.Action{a})
+		// RTM_NEWACTION: struct tcamsg (family, 3 bytes of padding), then
+		// TCA_ACT_TAB holding action 1: TCA_ACT_KIND, TCA_ACT_OPTIONS.
+		act := nlNest(1, append(nlStr(1, f.Name), nlNest(2, opts)...))
+		err := ns.action(unix.RTM_NEWACTION, netlink.Create|netlink.Excl, act)
 		if err == nil && ns.host {
-			if derr := ns.tc.Actions().Delete([]*tc.Action{{Kind: f.Name, Index: index}}); derr != nil {
+			// TCA_ACT_TAB, action 1: TCA_ACT_KIND, TCA_ACT_INDEX.
+			del := nlNest(1, append(nlStr(1, f.Name), nlU32(3, index)...))
+			if derr := ns.action(unix.RTM_DELACTION, 0, del); derr != nil {
 				return fmt.Errorf("features: probe %s: delete the probe's action %s index %d: %w", f, f.Name, index, derr)
 			}
 		}
@@ -503,11 +513,7 @@ func (ns *throwawayNS) probe(f Feature) error {
 		if ns.host && f.Name == "ifb" {
 			return nil // the probe device is one
 		}
-		err := ns.rtnl.Link.New(&rtnetlink.LinkMessage{
-			Family:     unix.AF_UNSPEC,
-			Attributes: &rtnetlink.LinkAttributes{Name: "probe0", Info: &rtnetlink.LinkInfo{Kind: f.Name}},
-		})
-		return classify(f, "add link", err)
+		return classify(f, "add link", rtlink.New(ns.nl, "probe0", f.Name, 0))
 	}
 	return fmt.Errorf("features: no probe for %s", f)
 }

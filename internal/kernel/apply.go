@@ -257,7 +257,7 @@ func (t *txn) run(cur *tree) error {
 			}
 		}
 		ing := op{kind: opQdisc, dev: p.Interface, handle: ingressHandle, parent: plan.HandleIngress,
-			tcKind: "ingress", useRaw: true, hint: qdiscHint("ingress")}
+			tcKind: "ingress", hint: qdiscHint("ingress")}
 		if err := c.runOps([]op{ing}, map[string]int{p.Interface: idx}); err != nil {
 			return fmt.Errorf("ingress: %w", err)
 		}
@@ -332,19 +332,8 @@ func (c *Conn) runOps(ops []op, ifindex map[string]int) error {
 			}
 			err = c.rawAdd(o, idx)
 			prog.Close()
-		} else if o.useRaw {
-			err = c.rawAdd(o, idx)
 		} else {
-			obj := o.obj
-			obj.Ifindex = uint32(idx)
-			switch o.kind {
-			case opQdisc:
-				err = c.tc.Qdisc().Add(&obj)
-			case opClass:
-				err = c.tc.Class().Add(&obj)
-			case opFilter:
-				err = c.tc.Filter().Add(&obj)
-			}
+			err = c.rawAdd(o, idx)
 		}
 		c.traceOp(o.dev, idx, o.what(), err)
 		if err != nil {
@@ -453,7 +442,7 @@ func (t *txn) rebuildIngress(old *plan.Plan) error {
 	if err := c.delQdisc(idx, ingressHandle, plan.HandleIngress); err != nil && !gone(err) {
 		return err
 	}
-	ing := op{kind: opQdisc, dev: old.Interface, handle: ingressHandle, parent: plan.HandleIngress, tcKind: "ingress", useRaw: true}
+	ing := op{kind: opQdisc, dev: old.Interface, handle: ingressHandle, parent: plan.HandleIngress, tcKind: "ingress"}
 	if err := c.runOps([]op{ing}, map[string]int{old.Interface: idx}); err != nil {
 		return err
 	}

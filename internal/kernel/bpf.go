@@ -42,7 +42,6 @@ func bpfFilterOp(o *op, desc *fdesc, fl *plan.Filter) error {
 	if fl.FlowID != 0 || len(fl.Actions) > 0 {
 		return fmt.Errorf("bpf filter: flowid and actions are not supported (the program decides in direct-action mode)")
 	}
-	o.useRaw = true
 	o.bpf = fl.CodelPolice
 	desc.acts = append(desc.acts, fmt.Sprintf("program(%q)", codelPoliceName(fl.CodelPolice)), bpfDirectActionLabel)
 	return nil

@@ -159,12 +159,12 @@ func TestFilterRoundTrip(t *testing.T) {
 			t.Fatalf("filter %d: %v", i, err)
 		}
 		opts := o.rawOpts
-		if !o.useRaw {
-			// Encode the go-tc path's content the way the kernel dumps it.
+		if o.tcLayout {
+			// Encode the go-tc layout's content the way the kernel dumps it.
 			var acts []byte
 			for j, a := range filters[i].Actions {
 				if a.Mirred != nil {
-					acts = append(acts, actionAttr(uint16(j+1), "mirred", attr(2, mirredParms(*(*o.obj.U32.Actions)[j].Mirred.Parms)))...)
+					acts = append(acts, actionAttr(uint16(j+1), "mirred", attr(2, mirredParms(7)))...)
 				}
 			}
 			opts = u32Options(filters[i].U32.Keys, filters[i].FlowID, acts)

@@ -1,14 +1,19 @@
 // Package kernel applies an sqm plan (internal/plan) to the running kernel
 // over netlink, reads the result back and reports its counters.
 //
-// Writes go through florianl/go-tc (qdiscs, classes, u32 filters with
-// mirred) and jsimonetti/rtnetlink/v2 (IFB devices). Reads use our own dump
-// decoder on mdlayher/netlink, because go-tc's Stats2 decoding is wrong and
-// its strict decoder fails the whole dump on one qdisc kind it does not know.
-// Two encoders are ours as well: the stab size table (go-tc does not compute
-// it, and without it linklayer atm and MPU are silently ignored) and the
-// police action (go-tc cannot send the 1024-byte rate table act_police
-// requires).
+// Every request is encoded here, on mdlayher/netlink: qdiscs, classes,
+// filters and actions (spec.go, rawenc.go, police.go, stab.go) and links
+// (internal/rtlink); reads use our own dump decoder (dump.go). Until
+// issue 24 writes went through florianl/go-tc and links through
+// jsimonetti/rtnetlink/v2, which cost the router binary 0.33 and 0.2 MB
+// (linux/mipsle); the requests sqm sends for every golden plan are still
+// byte for byte the ones go-tc sent (testdata/requests-le,
+// TestRequestsGolden), except where go-tc's were wrong: fq_pie's options
+// need NLA_F_NESTED (the kernel refused them) and sfq's depth needs the
+// whole tc_sfq_qopt_v1 (go-tc's 48 bytes lost it). go-tc's dump decoding
+// was never used (its Stats2 decoding is wrong and its strict decoder
+// fails the whole dump on one qdisc kind it does not know), and the stab
+// size table and the police action's rate table were always ours.
 //
 // Nothing here forks tc or ip: sqm runs on routers where process start-up
 // dominates the time a reconfiguration takes.
@@ -31,9 +36,6 @@ import (
 	"errors"
 	"fmt"
 
-	tc "github.com/florianl/go-tc"
-	"github.com/florianl/go-tc/core"
-	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
@@ -55,8 +57,6 @@ var (
 // network namespace of the thread that opened it. It is not safe for
 // concurrent use: callers serialise (the daemon owns one Conn).
 type Conn struct {
-	tc   *tc.Tc
-	rt   *rtnetlink.Conn
 	raw  *netlink.Conn
 	tick float64 // psched ticks per microsecond
 	// afterStep, when set (tests only), runs after each Apply step, to
@@ -71,37 +71,19 @@ type Conn struct {
 
 // Open opens the netlink sockets in the caller's current network namespace.
 func Open() (*Conn, error) {
-	t, err := tc.Open(&tc.Config{})
+	raw, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
 	if err != nil {
-		return nil, permHint(fmt.Errorf("kernel: open tc netlink socket: %w", err))
+		return nil, permHint(fmt.Errorf("kernel: open netlink socket: %w", err))
 	}
 	// The kernel's own explanation ("Specified qdisc kind is unknown") is
 	// the most useful part of most errors; without this it is dropped.
-	_ = t.SetOption(netlink.ExtendedAcknowledge, true)
-	rt, err := rtnetlink.Dial(nil)
-	if err != nil {
-		t.Close()
-		return nil, permHint(fmt.Errorf("kernel: open rtnetlink socket: %w", err))
-	}
-	raw, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
-	if err != nil {
-		t.Close()
-		rt.Close()
-		return nil, permHint(fmt.Errorf("kernel: open netlink socket: %w", err))
-	}
 	_ = raw.SetOption(netlink.ExtendedAcknowledge, true)
-	// go-tc computes tbf's (legacy) rate table from its package clock.
-	if !core.IsClockInitialized() {
-		if err := core.InitializeClock(); err != nil {
-			core.SetClockParameters(1, ticksPerMicrosecond)
-		}
-	}
-	return &Conn{tc: t, rt: rt, raw: raw, tick: ticksPerMicrosecond}, nil
+	return &Conn{raw: raw, tick: ticksPerMicrosecond}, nil
 }
 
 // Close releases the sockets.
 func (c *Conn) Close() error {
-	return errors.Join(c.tc.Close(), c.rt.Close(), c.raw.Close())
+	return c.raw.Close()
 }
 
 // Owned is what sqm created on one interface. It is saved in the state file

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jsimonetti/rtnetlink/v2"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/rtlink"
 )
 
 // ifbTxQLen is the transmit queue length of the IFBs sqm creates: the
@@ -30,27 +30,14 @@ func (c *Conn) linkByName(name string) (*link, error) {
 		return nil, fmt.Errorf("look up device: empty name: %w", ErrNoLink)
 	}
 	c.lookups++
-	// An RTM_GETLINK by name avoids dumping every link on big routers.
-	msgs, err := c.rt.Execute(&rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{Name: name}},
-		unix.RTM_GETLINK, netlink.Request)
+	l, err := rtlink.ByName(c.raw, name)
 	if err != nil {
-		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, rtlink.ErrNotFound) {
 			return nil, fmt.Errorf("device %q: %w", name, ErrNoLink)
 		}
 		return nil, fmt.Errorf("look up device %q: %w", name, err)
 	}
-	for _, m := range msgs {
-		lm, ok := m.(*rtnetlink.LinkMessage)
-		if !ok || lm.Attributes == nil || lm.Attributes.Name != name {
-			continue
-		}
-		l := &link{Name: name, Index: int(lm.Index), MTU: int(lm.Attributes.MTU), Up: lm.Flags&unix.IFF_UP != 0, Type: lm.Type}
-		if lm.Attributes.Info != nil {
-			l.Kind = lm.Attributes.Info.Kind
-		}
-		return l, nil
-	}
-	return nil, fmt.Errorf("device %q: %w", name, ErrNoLink)
+	return &link{Name: name, Index: l.Index, MTU: l.MTU, Up: l.Flags&unix.IFF_UP != 0, Type: l.Type, Kind: l.Kind}, nil
 }
 
 // LinkMTU returns the device's MTU; the error wraps ErrNoLink if it is
@@ -77,15 +64,7 @@ func (c *Conn) createIFB(name string) (*link, error) {
 	if len(name) > 15 {
 		return nil, fmt.Errorf("create ifb %q: name longer than 15 characters (IFNAMSIZ)", name)
 	}
-	q := uint32(ifbTxQLen)
-	err := c.rt.Link.New(&rtnetlink.LinkMessage{
-		Family: unix.AF_UNSPEC,
-		Attributes: &rtnetlink.LinkAttributes{
-			Name:       name,
-			TxQueueLen: &q,
-			Info:       &rtnetlink.LinkInfo{Kind: "ifb"},
-		},
-	})
+	err := rtlink.New(c.raw, name, "ifb", ifbTxQLen)
 	c.traceOp(name, 0, "create ifb "+name, err)
 	if err != nil {
 		return nil, explain(fmt.Sprintf("create ifb %q", name), err, ifbHint())
@@ -95,12 +74,7 @@ func (c *Conn) createIFB(name string) (*link, error) {
 
 // setUp sets a device administratively up.
 func (c *Conn) setUp(index int) error {
-	err := c.rt.Link.Set(&rtnetlink.LinkMessage{
-		Family: unix.AF_UNSPEC,
-		Index:  uint32(index),
-		Flags:  unix.IFF_UP,
-		Change: unix.IFF_UP,
-	})
+	err := rtlink.SetUp(c.raw, index)
 	c.traceOp("", index, "set link up", err)
 	if err != nil {
 		return explain(fmt.Sprintf("set device %d up", index), err, "")
@@ -121,7 +95,7 @@ func (c *Conn) deleteLink(name, kind string) error {
 	if kind != "" && l.Kind != "" && l.Kind != kind {
 		return fmt.Errorf("delete device %q: it is a %s, not the %s sqm created; left alone", name, l.Kind, kind)
 	}
-	err = c.rt.Link.Delete(uint32(l.Index))
+	err = rtlink.Delete(c.raw, l.Index)
 	c.traceOp(name, l.Index, "delete device "+name, err)
 	if err != nil && !errors.Is(err, unix.ENODEV) {
 		return explain(fmt.Sprintf("delete device %q", name), err, "")

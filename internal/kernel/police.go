@@ -3,8 +3,6 @@ package kernel
 import (
 	"encoding/binary"
 	"math"
-
-	tc "github.com/florianl/go-tc"
 )
 
 // ticksPerMicrosecond converts time to psched ticks. Kernels since 2.6.31
@@ -133,8 +131,8 @@ type rateCfg struct {
 }
 
 // newRateCfg is psched_ratecfg_precompute.
-func newRateCfg(rate uint64, conf tc.RateSpec) rateCfg {
-	r := rateCfg{rate: rate, mult: 1, overhead: uint32(conf.Overhead), mpu: uint32(conf.Mpu), linkLayer: conf.Linklayer}
+func newRateCfg(rate uint64, conf rateSpec) rateCfg {
+	r := rateCfg{rate: rate, mult: 1, overhead: uint32(conf.Overhead), mpu: uint32(conf.MPU), linkLayer: conf.LinkLayer}
 	if rate > 0 {
 		factor := uint64(1e9)
 		for {
@@ -159,4 +157,19 @@ func (r rateCfg) l2tNS(size uint32) uint64 {
 		l = (l + atmCellPayload - 1) / atmCellPayload * atmCellSize
 	}
 	return (uint64(l) * r.mult) >> r.shift
+}
+
+// tbfRateTable is the legacy rate table tbf's TCA_TBF_RTAB carries, as
+// go-tc computed it (mtu 2047, cell_log 3, ethernet, times truncated to
+// whole microseconds before they become ticks). The kernel uses it only
+// to learn the link layer of a rate spec that does not say (sqm's always
+// says), but it must be there.
+func tbfRateTable(rate uint64, tick float64) []byte {
+	b := make([]byte, 1024)
+	for i := 0; i < 256; i++ {
+		sz := uint32((i + 1) << 3)
+		t := uint32(1e6 * (float64(sz) / float64(rate)))
+		binary.NativeEndian.PutUint32(b[4*i:], uint32(float64(t)*tick))
+	}
+	return b
 }

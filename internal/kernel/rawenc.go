@@ -86,9 +86,9 @@ func tcmsg(ifindex int, handle, parent plan.Handle, info uint32) []byte {
 	return b
 }
 
-// rawAdd sends one RTM_NEW* request built here: kind, options (omitted if
-// nil), stab.
-func (c *Conn) rawAdd(o *op, ifindex int) error {
+// request is the RTM_NEW* message that creates o on ifindex: tcmsg,
+// kind, options (omitted if nil), stab.
+func (o *op) request(ifindex int) netlink.Message {
 	typ := unix.RTM_NEWQDISC
 	switch o.kind {
 	case opClass:
@@ -97,20 +97,37 @@ func (c *Conn) rawAdd(o *op, ifindex int) error {
 		typ = unix.RTM_NEWTFILTER
 	}
 	data := tcmsg(ifindex, o.handle, o.parent, o.info)
-	data = append(data, attr(tcaKind, cstr(o.tcKind))...)
-	if o.rawOpts != nil {
-		data = append(data, nest(tcaOptions, o.rawOpts)...)
+	switch {
+	case o.tcLayout && o.kind == opFilter:
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		data = append(data, attr(tcaOptions, o.rawOpts)...)
+	case o.tcLayout:
+		data = append(data, attr(tcaOptions, o.rawOpts)...)
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		if o.stab != nil {
+			data = append(data, attr(tcaStab, o.stab)...)
+		}
+	default:
+		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		if o.rawOpts != nil {
+			data = append(data, nest(tcaOptions, o.rawOpts)...)
+		}
+		if o.stab != nil {
+			data = append(data, nest(tcaStab, o.stab)...)
+		}
 	}
-	if o.stab != nil {
-		data = append(data, nest(tcaStab, o.stab)...)
-	}
-	_, err := c.raw.Execute(netlink.Message{
+	return netlink.Message{
 		Header: netlink.Header{
 			Type:  netlink.HeaderType(typ),
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
 		},
 		Data: data,
-	})
+	}
+}
+
+// rawAdd sends o's request.
+func (c *Conn) rawAdd(o *op, ifindex int) error {
+	_, err := c.raw.Execute(o.request(ifindex))
 	return err
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	tc "github.com/florianl/go-tc"
-
 	"sqm/internal/plan"
 )
 
@@ -30,18 +28,20 @@ type op struct {
 	handle plan.Handle // qdisc handle or class id; 0 for filters
 	parent plan.Handle
 	tcKind string
-	// obj is sent through go-tc; when rawOpts is set (or noOpts), the
-	// request is encoded here instead (police actions, option-less
-	// qdiscs go-tc refuses).
-	obj     tc.Object
-	useRaw  bool
-	rawOpts []byte // TCA_OPTIONS payload for raw requests (nil: none)
-	info    uint32 // filters: prio<<16 | protocol (network order)
-	stab    []byte // raw TCA_STAB payload for raw requests
-	facts   map[string]string
-	fd      fdesc    // filters: what Matches compares (rendered on demand)
-	hint    string   // what to do when the kernel refuses the kind
-	acts    []string // filters: action kinds, for the hint (built on failure only)
+	// rawOpts is the TCA_OPTIONS payload (nil: none), stab the TCA_STAB
+	// payload (nil: none). tcLayout says how request lays them out: as
+	// go-tc did for the requests it sent before sqm encoded everything
+	// itself (options first and without NLA_F_NESTED, actions inside out),
+	// so those stay byte for byte what the VM tests proved
+	// (testdata/requests-*); otherwise as sqm's own encoder always did.
+	tcLayout bool
+	rawOpts  []byte
+	info     uint32 // filters: prio<<16 | protocol (network order)
+	stab     []byte
+	facts    map[string]string
+	fd       fdesc    // filters: what Matches compares (rendered on demand)
+	hint     string   // what to do when the kernel refuses the kind
+	acts     []string // filters: action kinds, for the hint (built on failure only)
 	// bpf is the program a "bpf" filter loads when the op runs; l2len
 	// the device's link-layer header length it is loaded for.
 	bpf   *plan.CodelPolice
@@ -96,28 +96,23 @@ func treeOps(t *plan.Tree, tick float64, res resolver) ([]op, error) {
 	return ops, nil
 }
 
-// stabFor computes the size table of a plan stab.
-func stabFor(s *plan.Stab) (*tc.Stab, map[string]string, []byte, error) {
+// stabFor computes the TCA_STAB payload of a plan stab: BASE, then DATA
+// when there is a table.
+func stabFor(s *plan.Stab) (map[string]string, []byte, error) {
 	ll, err := linkLayerValue(s.LinkLayer)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	spec := sizeSpec{Overhead: s.Overhead, LinkLayer: ll, MPU: s.MPU, MTU: s.MTU, TSize: s.TSize}
 	tab, err := calcSizeTable(&spec)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	base := tc.SizeSpec{CellLog: spec.CellLog, SizeLog: spec.SizeLog, CellAlign: spec.CellAlign,
-		Overhead: spec.Overhead, LinkLayer: spec.LinkLayer, MPU: spec.MPU, MTU: spec.MTU, TSize: spec.TSize}
-	st := &tc.Stab{Base: &base}
-	// Raw TCA_STAB payload: BASE, then DATA when there is a table.
 	raw := attr(1, spec.marshal())
 	if tab != nil {
-		d := tableBytes(tab)
-		st.Data = &d
-		raw = append(raw, attr(2, d)...)
+		raw = append(raw, attr(2, tableBytes(tab))...)
 	}
-	return st, stabFacts(spec), raw, nil
+	return stabFacts(spec), raw, nil
 }
 
 func stabFacts(s sizeSpec) map[string]string {
@@ -135,9 +130,9 @@ func stabFacts(s sizeSpec) map[string]string {
 func setFact(f map[string]string, k string, v any) { f[k] = fmt.Sprint(v) }
 
 // rateLL fills a ratespec's link-layer fields (htb_private accounting).
-func rateLL(r *tc.RateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string]string) error {
+func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string]string) error {
 	if ll == nil {
-		r.Linklayer = linkLayerEthernet
+		r.LinkLayer = linkLayerEthernet
 		setFact(facts, prefix+".linklayer", linkLayerEthernet)
 		return nil
 	}
@@ -148,19 +143,73 @@ func rateLL(r *tc.RateSpec, ll *plan.RateLinkLayer, prefix string, facts map[str
 	if ll.Overhead < 0 || ll.Overhead > 0xffff || ll.MPU > 0xffff {
 		return fmt.Errorf("linklayer overhead %d / mpu %d out of range for a rate spec (0..65535; use a stab for negative overhead)", ll.Overhead, ll.MPU)
 	}
-	r.Linklayer = uint8(v)
+	r.LinkLayer = uint8(v)
 	r.Overhead = uint16(ll.Overhead)
-	r.Mpu = uint16(ll.MPU)
+	r.MPU = uint16(ll.MPU)
 	setFact(facts, prefix+".linklayer", v)
 	setFact(facts, prefix+".overhead", ll.Overhead)
 	setFact(facts, prefix+".mpu", ll.MPU)
 	return nil
 }
 
+// attrs builds a list of netlink attributes.
+type attrs []byte
+
+func (a *attrs) bytes(typ uint16, b []byte) { *a = append(*a, attr(typ, b)...) }
+func (a *attrs) u32(typ uint16, v uint32)   { a.bytes(typ, le32(v)) }
+func (a *attrs) u64(typ uint16, v uint64) {
+	b := make([]byte, 8)
+	binary.NativeEndian.PutUint64(b, v)
+	a.bytes(typ, b)
+}
+
+// u32Opt is one optional u32 attribute of a qdisc's options.
+type u32Opt struct {
+	typ  uint16
+	fact string
+	v    uint32
+	set  bool // sent even when v is 0 (a flag that is off)
+}
+
+// u32Opts encodes the options that are set (in the order given, which is
+// ascending attribute type as go-tc sent them) and records their facts.
+func u32Opts(f map[string]string, opts []u32Opt) []byte {
+	var a attrs
+	for _, o := range opts {
+		if o.v != 0 || o.set {
+			a.u32(o.typ, o.v)
+			setFact(f, o.fact, o.v)
+		}
+	}
+	return a
+}
+
+// flagOpt is a boolean option: sent (0 or 1) only when the plan sets it.
+func flagOpt(typ uint16, fact string, b *bool) u32Opt {
+	if b == nil {
+		return u32Opt{typ: typ, fact: fact}
+	}
+	o := u32Opt{typ: typ, fact: fact, set: true}
+	if *b {
+		o.v = 1
+	}
+	return o
+}
+
+// Qdisc option attributes (linux/pkt_sched.h).
+const (
+	tcaHtbParms  = 1
+	tcaHtbInit   = 2
+	tcaHtbRate64 = 6
+	tcaHtbCeil64 = 7
+	tcaTbfParms  = 1
+	tcaTbfRtab   = 2
+	tcaTbfBurst  = 6
+)
+
 func qdiscOp(dev string, q *plan.Qdisc, tick float64) (op, error) {
 	o := op{kind: opQdisc, dev: dev, handle: q.Handle, parent: q.Parent, tcKind: q.Kind,
-		facts: map[string]string{}, hint: qdiscHint(q.Kind)}
-	a := tc.Attribute{Kind: q.Kind}
+		facts: map[string]string{}, hint: qdiscHint(q.Kind), tcLayout: true}
 	f := o.facts
 	var err error
 	switch q.Kind {
@@ -169,182 +218,155 @@ func qdiscOp(dev string, q *plan.Qdisc, tick float64) (op, error) {
 		if q.HTB != nil {
 			def = uint32(q.HTB.Default)
 		}
-		a.Htb = &tc.Htb{Init: &tc.HtbGlob{Version: 3, Rate2Quantum: 10, Defcls: def}}
+		// struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts.
+		g := make([]byte, 20)
+		binary.NativeEndian.PutUint32(g[0:], 3)
+		binary.NativeEndian.PutUint32(g[4:], 10)
+		binary.NativeEndian.PutUint32(g[8:], def)
+		o.rawOpts = attr(tcaHtbInit, g)
 		setFact(f, "default", def)
 	case "tbf":
 		if q.TBF == nil || q.TBF.RateBits == 0 {
 			return o, fmt.Errorf("tbf needs a rate")
 		}
 		rate := q.TBF.RateBits / 8
-		p := &tc.TbfQopt{}
-		p.Rate.Rate = sat32(rate)
-		if err := rateLL(&p.Rate, q.TBF.LinkLayer, "rate", f); err != nil {
+		if rate >= 1<<32 {
+			// tbf above 34 Gbit/s (TCA_TBF_RATE64) is not an sqm use.
+			return o, fmt.Errorf("tbf rate %d bit/s above 34 Gbit/s is not supported", q.TBF.RateBits)
+		}
+		var rs rateSpec
+		rs.Rate = sat32(rate)
+		if err := rateLL(&rs, q.TBF.LinkLayer, "rate", f); err != nil {
 			return o, err
 		}
-		p.Buffer = xmitTicks(rate, q.TBF.Burst, tick)
-		p.Limit = sat32(uint64(float64(rate)*q.TBF.Latency.Seconds()) + uint64(q.TBF.Burst))
+		limit := sat32(uint64(float64(rate)*q.TBF.Latency.Seconds()) + uint64(q.TBF.Burst))
 		// Like tc, also send the burst in bytes (TCA_TBF_BURST): the
 		// kernel then derives the bucket from it with its own rate
 		// arithmetic, and the dump shows that value.
-		a.Tbf = &tc.Tbf{Parms: p, Burst: u32p(q.TBF.Burst)}
-		rc := newRateCfg(rate, p.Rate)
-		p.Buffer = uint32(rc.l2tNS(q.TBF.Burst) >> 6)
-		if rate >= 1<<32 {
-			// go-tc's Tbf has no RATE64; tbf above 34 Gbit/s is not an sqm use.
-			return o, fmt.Errorf("tbf rate %d bit/s above 34 Gbit/s is not supported", q.TBF.RateBits)
-		}
+		buffer := uint32(newRateCfg(rate, rs).l2tNS(q.TBF.Burst) >> 6)
+		// struct tc_tbf_qopt: rate, peakrate, limit, buffer, mtu.
+		qopt := make([]byte, 36)
+		rs.put(qopt[0:12])
+		binary.NativeEndian.PutUint32(qopt[24:], limit)
+		binary.NativeEndian.PutUint32(qopt[28:], buffer)
+		var a attrs
+		a.bytes(tcaTbfRtab, tbfRateTable(rate, tick))
+		a.bytes(tcaTbfParms, qopt)
+		a.u32(tcaTbfBurst, q.TBF.Burst)
+		o.rawOpts = a
 		setFact(f, "rate", rate)
-		setFact(f, "buffer", p.Buffer)
-		setFact(f, "limit", p.Limit)
+		setFact(f, "buffer", buffer)
+		setFact(f, "limit", limit)
 	case "pfifo", "bfifo":
 		if q.Fifo == nil {
-			o.useRaw = true
+			o.tcLayout = false
 			break
 		}
-		fo := &tc.FifoOpt{Limit: q.Fifo.Limit}
-		if q.Kind == "pfifo" {
-			a.Pfifo = fo
-		} else {
-			a.Bfifo = fo
-		}
+		o.rawOpts = le32(q.Fifo.Limit) // struct tc_fifo_qopt
 		setFact(f, "limit", q.Fifo.Limit)
 	case "fq_codel":
-		fc := &tc.FqCodel{}
 		if x := q.FqCodel; x != nil {
-			set := func(dst **uint32, k string, v uint32) {
-				if v != 0 {
-					*dst = u32p(v)
-					setFact(f, k, v)
-				}
-			}
-			set(&fc.Limit, "limit", x.Limit)
-			set(&fc.Flows, "flows", x.Flows)
-			set(&fc.Quantum, "quantum", x.Quantum)
-			set(&fc.Target, "target_us", us(x.Target))
-			set(&fc.Interval, "interval_us", us(x.Interval))
-			set(&fc.MemoryLimit, "memory_limit", x.MemoryLimit)
-			set(&fc.CEThreshold, "ce_threshold_us", us(x.CEThreshold))
-			set(&fc.DropBatchSize, "drop_batch", x.DropBatch)
-			if fc.ECN = boolU32(x.ECN); fc.ECN != nil {
-				setFact(f, "ecn", *fc.ECN)
-			}
+			o.rawOpts = u32Opts(f, []u32Opt{
+				{typ: 1, fact: "target_us", v: us(x.Target)},
+				{typ: 2, fact: "limit", v: x.Limit},
+				{typ: 3, fact: "interval_us", v: us(x.Interval)},
+				flagOpt(4, "ecn", x.ECN),
+				{typ: 5, fact: "flows", v: x.Flows},
+				{typ: 6, fact: "quantum", v: x.Quantum},
+				{typ: 7, fact: "ce_threshold_us", v: us(x.CEThreshold)},
+				{typ: 8, fact: "drop_batch", v: x.DropBatch},
+				{typ: 9, fact: "memory_limit", v: x.MemoryLimit},
+			})
 		}
-		if len(f) == 0 {
-			o.useRaw = true
-		}
-		a.FqCodel = fc
 	case "codel":
-		cd := &tc.Codel{}
 		if x := q.Codel; x != nil {
-			set := func(dst **uint32, k string, v uint32) {
-				if v != 0 {
-					*dst = u32p(v)
-					setFact(f, k, v)
-				}
-			}
-			set(&cd.Limit, "limit", x.Limit)
-			set(&cd.Target, "target_us", us(x.Target))
-			set(&cd.Interval, "interval_us", us(x.Interval))
-			set(&cd.CEThreshold, "ce_threshold_us", us(x.CEThreshold))
-			if cd.ECN = boolU32(x.ECN); cd.ECN != nil {
-				setFact(f, "ecn", *cd.ECN)
-			}
+			o.rawOpts = u32Opts(f, []u32Opt{
+				{typ: 1, fact: "target_us", v: us(x.Target)},
+				{typ: 2, fact: "limit", v: x.Limit},
+				{typ: 3, fact: "interval_us", v: us(x.Interval)},
+				flagOpt(4, "ecn", x.ECN),
+				{typ: 5, fact: "ce_threshold_us", v: us(x.CEThreshold)},
+			})
 		}
-		if len(f) == 0 {
-			o.useRaw = true
-		}
-		a.Codel = cd
 	case "pie":
-		pi := &tc.Pie{}
 		if x := q.Pie; x != nil {
-			set := func(dst **uint32, k string, v uint32) {
-				if v != 0 {
-					*dst = u32p(v)
-					setFact(f, k, v)
-				}
-			}
-			set(&pi.Limit, "limit", x.Limit)
-			set(&pi.Target, "target_us", us(x.Target))
-			set(&pi.TUpdate, "tupdate_us", us(x.TUpdate))
-			set(&pi.Alpha, "alpha", x.Alpha)
-			set(&pi.Beta, "beta", x.Beta)
-			if pi.ECN = boolU32(x.ECN); pi.ECN != nil {
-				setFact(f, "ecn", *pi.ECN)
-			}
-			if pi.Bytemode = boolU32(x.Bytemode); pi.Bytemode != nil {
-				setFact(f, "bytemode", *pi.Bytemode)
-			}
+			o.rawOpts = u32Opts(f, []u32Opt{
+				{typ: 1, fact: "target_us", v: us(x.Target)},
+				{typ: 2, fact: "limit", v: x.Limit},
+				{typ: 3, fact: "tupdate_us", v: us(x.TUpdate)},
+				{typ: 4, fact: "alpha", v: x.Alpha},
+				{typ: 5, fact: "beta", v: x.Beta},
+				flagOpt(6, "ecn", x.ECN),
+				flagOpt(7, "bytemode", x.Bytemode),
+			})
 		}
-		if len(f) == 0 {
-			o.useRaw = true
-		}
-		a.Pie = pi
 	case "fq_pie":
-		fp := &tc.FqPie{}
+		// fq_pie parses its options strictly and refuses them without
+		// NLA_F_NESTED, which go-tc did not set ("NLA_F_NESTED is
+		// missing"): sqm's own layout nests them.
+		o.tcLayout = false
 		if x := q.FqPie; x != nil {
-			set := func(dst **uint32, k string, v uint32) {
-				if v != 0 {
-					*dst = u32p(v)
-					setFact(f, k, v)
-				}
-			}
-			set(&fp.Limit, "limit", x.Limit)
-			set(&fp.Flows, "flows", x.Flows)
-			set(&fp.Target, "target_us", us(x.Target))
-			set(&fp.TUpdate, "tupdate_us", us(x.TUpdate))
-			set(&fp.Quantum, "quantum", x.Quantum)
-			set(&fp.MemoryLimit, "memory_limit", x.MemoryLimit)
-			set(&fp.Alpha, "alpha", x.Alpha)
-			set(&fp.Beta, "beta", x.Beta)
-			set(&fp.EcnProb, "ecn_prob", x.ECNProb)
-			if fp.Bytemode = boolU32(x.Bytemode); fp.Bytemode != nil {
-				setFact(f, "bytemode", *fp.Bytemode)
-			}
-			if fp.Ecn = boolU32(x.ECN); fp.Ecn != nil {
-				setFact(f, "ecn", *fp.Ecn)
-			}
+			o.rawOpts = u32Opts(f, []u32Opt{
+				{typ: 1, fact: "limit", v: x.Limit},
+				{typ: 2, fact: "flows", v: x.Flows},
+				{typ: 3, fact: "target_us", v: us(x.Target)},
+				{typ: 4, fact: "tupdate_us", v: us(x.TUpdate)},
+				{typ: 5, fact: "alpha", v: x.Alpha},
+				{typ: 6, fact: "beta", v: x.Beta},
+				{typ: 7, fact: "quantum", v: x.Quantum},
+				{typ: 8, fact: "memory_limit", v: x.MemoryLimit},
+				{typ: 9, fact: "ecn_prob", v: x.ECNProb},
+				flagOpt(10, "ecn", x.ECN),
+				flagOpt(11, "bytemode", x.Bytemode),
+			})
 		}
-		if len(f) == 0 {
-			o.useRaw = true
-		}
-		a.FqPie = fp
 	case "sfq":
-		s := &tc.Sfq{}
+		// struct tc_sfq_qopt_v1 (72 bytes), as tc sends it: tc_sfq_qopt
+		// (quantum, perturb_period, limit, divisor, flows), then depth and
+		// the unused RED fields. The kernel reads depth only from a whole
+		// v1 struct: go-tc sent 48 bytes, so depth was not applied.
+		b := make([]byte, 72)
 		if x := q.SFQ; x != nil {
-			s.V0 = tc.SfqQopt{Quantum: x.Quantum, PerturbPeriod: int32(x.Perturb), Limit: x.Limit, Divisor: x.Divisor, Flows: x.Flows}
-			s.Depth = x.Depth
+			for i, v := range []uint32{x.Quantum, x.Perturb, x.Limit, x.Divisor, x.Flows, x.Depth} {
+				binary.NativeEndian.PutUint32(b[4*i:], v)
+			}
 			for k, v := range map[string]uint32{"quantum": x.Quantum, "perturb": x.Perturb, "limit": x.Limit, "divisor": x.Divisor, "flows": x.Flows, "depth": x.Depth} {
 				if v != 0 {
 					setFact(f, k, v)
 				}
 			}
+			if x.Limit != 0 && x.Flows > x.Limit {
+				// sfq_change caps the flows at the limit (and dumps that).
+				setFact(f, "flows", x.Limit)
+			}
 		}
-		a.Sfq = s
+		o.rawOpts = b
 	case "cake":
-		a.Cake, err = cakeAttr(q.Cake, f)
+		o.rawOpts, err = cakeOptions(q.Cake, f)
 		if err != nil {
 			return o, err
 		}
-		if len(f) == 0 {
-			o.useRaw = true
-		}
 	case "ingress", "clsact":
 		// parameterless
+		o.tcLayout = false
 	default:
 		return o, fmt.Errorf("qdisc kind %q: %w", q.Kind, ErrNotSupported)
 	}
+	if o.rawOpts == nil {
+		// go-tc sent an empty TCA_OPTIONS for a kind without options;
+		// sqm's own layout leaves it out.
+		o.tcLayout = false
+	}
 	if q.Stab != nil {
-		st, sf, raw, err := stabFor(q.Stab)
+		sf, raw, err := stabFor(q.Stab)
 		if err != nil {
 			return o, fmt.Errorf("stab: %w", err)
 		}
-		a.Stab = st
 		o.stab = raw
 		for k, v := range sf {
 			f[k] = v
 		}
 	}
-	o.obj = tc.Object{Msg: tc.Msg{Family: 0, Handle: uint32(q.Handle), Parent: uint32(q.Parent)}, Attribute: a}
 	return o, nil
 }
 
@@ -357,72 +379,73 @@ var (
 	cakeACKFilter = map[string]uint32{"no-ack-filter": 0, "ack-filter": 1, "ack-filter-aggressive": 2}
 )
 
-func cakeAttr(x *plan.Cake, f map[string]string) (*tc.Cake, error) {
-	c := &tc.Cake{}
+// cakeOptions is cake's TCA_OPTIONS (TCA_CAKE_*, ascending), nil for none.
+func cakeOptions(x *plan.Cake, f map[string]string) ([]byte, error) {
 	if x == nil {
-		return c, nil
+		return nil, nil
 	}
-	c.BaseRate = u64p(x.BandwidthBits / 8)
+	var a attrs
+	a.u64(2, x.BandwidthBits/8) // BASE_RATE64
 	setFact(f, "base_rate", x.BandwidthBits/8)
-	enum := func(dst **uint32, k, v string, m map[string]uint32) error {
+	enum := func(k, v string, m map[string]uint32) (u32Opt, error) {
+		o := u32Opt{fact: k}
 		if v == "" {
-			return nil
+			return o, nil
 		}
 		n, ok := m[v]
 		if !ok {
-			return fmt.Errorf("cake %s %q unknown", k, v)
+			return o, fmt.Errorf("cake %s %q unknown", k, v)
 		}
-		*dst = u32p(n)
-		setFact(f, k, n)
-		return nil
+		o.v, o.set = n, true
+		return o, nil
 	}
-	if err := enum(&c.DiffServMode, "diffserv", x.Diffserv, cakeDiffserv); err != nil {
+	diffserv, err := enum("diffserv", x.Diffserv, cakeDiffserv)
+	if err != nil {
 		return nil, err
 	}
-	if err := enum(&c.FlowMode, "flow_mode", x.FlowMode, cakeFlowMode); err != nil {
+	atm, err := enum("atm", x.ATM, cakeATM)
+	if err != nil {
 		return nil, err
 	}
-	if err := enum(&c.Atm, "atm", x.ATM, cakeATM); err != nil {
+	flowMode, err := enum("flow_mode", x.FlowMode, cakeFlowMode)
+	if err != nil {
 		return nil, err
 	}
-	if err := enum(&c.AckFilter, "ack_filter", x.ACKFilter, cakeACKFilter); err != nil {
+	ack, err := enum("ack_filter", x.ACKFilter, cakeACKFilter)
+	if err != nil {
 		return nil, err
 	}
-	flag := func(dst **uint32, k string, v *bool) {
-		if *dst = boolU32(v); *dst != nil {
-			setFact(f, k, **dst)
-		}
-	}
-	flag(&c.Nat, "nat", x.NAT)
-	flag(&c.Wash, "wash", x.Wash)
-	flag(&c.Ingress, "ingress", x.Ingress)
-	flag(&c.SplitGso, "split_gso", x.SplitGSO)
-	flag(&c.Autorate, "autorate", x.Autorate)
-	if x.RTT > 0 {
-		c.Rtt = u32p(us(x.RTT))
-		setFact(f, "rtt", *c.Rtt)
-	}
+	diffserv.typ, atm.typ, flowMode.typ, ack.typ = 3, 4, 5, 16
+	overhead := u32Opt{typ: 6, fact: "overhead"}
 	if x.Overhead != nil {
-		c.Overhead = u32p(uint32(*x.Overhead))
-		setFact(f, "overhead", *x.Overhead)
+		overhead.v, overhead.set = uint32(*x.Overhead), true
 	}
+	mpu := u32Opt{typ: 14, fact: "mpu"}
 	if x.MPU != nil {
-		c.Mpu = u32p(*x.MPU)
-		setFact(f, "mpu", *x.MPU)
+		mpu.v, mpu.set = *x.MPU, true
 	}
+	raw := u32Opt{typ: 12, fact: "raw"}
 	if x.Raw != nil && *x.Raw {
-		c.Raw = u32p(1)
-		setFact(f, "raw", 1)
+		raw.v = 1
 	}
-	if x.Memlimit != 0 {
-		c.Memory = u32p(x.Memlimit)
-		setFact(f, "memory", x.Memlimit)
+	a = append(a, u32Opts(f, []u32Opt{
+		diffserv, atm, flowMode, overhead,
+		{typ: 7, fact: "rtt", v: us(x.RTT)},
+		flagOpt(9, "autorate", x.Autorate),
+		{typ: 10, fact: "memory", v: x.Memlimit},
+		flagOpt(11, "nat", x.NAT),
+		raw,
+		flagOpt(13, "wash", x.Wash),
+		mpu,
+		flagOpt(15, "ingress", x.Ingress),
+		ack,
+		flagOpt(17, "split_gso", x.SplitGSO),
+		{typ: 18, fact: "fwmark", v: x.FwMark},
+	})...)
+	if x.Overhead != nil {
+		setFact(f, "overhead", *x.Overhead) // signed, as the dump decodes it
 	}
-	if x.FwMark != 0 {
-		c.FwMark = u32p(x.FwMark)
-		setFact(f, "fwmark", x.FwMark)
-	}
-	return c, nil
+	return a, nil
 }
 
 // htbDefaultMTU is what tc's htb assumes for the default burst.
@@ -430,7 +453,7 @@ const htbDefaultMTU = 1600
 
 func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 	o := op{kind: opClass, dev: dev, handle: c.ClassID, parent: c.Parent, tcKind: "htb",
-		facts: map[string]string{}, hint: qdiscHint("htb")}
+		facts: map[string]string{}, hint: qdiscHint("htb"), tcLayout: true}
 	h := c.HTB
 	if h == nil || h.RateBits == 0 {
 		return o, fmt.Errorf("htb class needs a rate")
@@ -440,15 +463,15 @@ func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 		ceil = h.RateBits
 	}
 	rate, ceilB := h.RateBits/8, ceil/8
-	p := &tc.HtbOpt{Quantum: h.Quantum, Prio: h.Prio}
+	var rs, cs rateSpec
 	f := o.facts
-	if err := rateLL(&p.Rate, h.LinkLayer, "rate", f); err != nil {
+	if err := rateLL(&rs, h.LinkLayer, "rate", f); err != nil {
 		return o, err
 	}
-	if err := rateLL(&p.Ceil, h.LinkLayer, "ceil", f); err != nil {
+	if err := rateLL(&cs, h.LinkLayer, "ceil", f); err != nil {
 		return o, err
 	}
-	p.Rate.Rate, p.Ceil.Rate = sat32(rate), sat32(ceilB)
+	rs.Rate, cs.Rate = sat32(rate), sat32(ceilB)
 	// tc's defaults: one MTU plus what the rate sends in one timer tick
 	// (1 ns with high-resolution timers).
 	mtu := uint32(htbDefaultMTU)
@@ -462,24 +485,32 @@ func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 	if cburst == 0 {
 		cburst = uint32(ceilB/1e9) + mtu
 	}
-	p.Buffer = xmitTicks(rate, burst, tick)
-	p.Cbuffer = xmitTicks(ceilB, cburst, tick)
-	ht := &tc.Htb{Parms: p}
+	buffer, cbuffer := xmitTicks(rate, burst, tick), xmitTicks(ceilB, cburst, tick)
+	// struct tc_htb_opt: rate, ceil, buffer, cbuffer, quantum, level, prio.
+	p := make([]byte, 44)
+	rs.put(p[0:12])
+	cs.put(p[12:24])
+	binary.NativeEndian.PutUint32(p[24:], buffer)
+	binary.NativeEndian.PutUint32(p[28:], cbuffer)
+	binary.NativeEndian.PutUint32(p[32:], h.Quantum)
+	binary.NativeEndian.PutUint32(p[40:], h.Prio)
+	var a attrs
+	a.bytes(tcaHtbParms, p)
 	if rate >= 1<<32 {
-		ht.Rate64 = u64p(rate)
+		a.u64(tcaHtbRate64, rate)
 	}
 	if ceilB >= 1<<32 {
-		ht.Ceil64 = u64p(ceilB)
+		a.u64(tcaHtbCeil64, ceilB)
 	}
+	o.rawOpts = a
 	setFact(f, "rate", rate)
 	setFact(f, "ceil", ceilB)
-	setFact(f, "buffer", p.Buffer)
-	setFact(f, "cbuffer", p.Cbuffer)
+	setFact(f, "buffer", buffer)
+	setFact(f, "cbuffer", cbuffer)
 	setFact(f, "prio", h.Prio)
 	if h.Quantum != 0 {
 		setFact(f, "quantum", h.Quantum)
 	}
-	o.obj = tc.Object{Msg: tc.Msg{Handle: uint32(c.ClassID), Parent: uint32(c.Parent)}, Attribute: tc.Attribute{Kind: "htb", Htb: ht}}
 	return o, nil
 }
 
@@ -513,7 +544,7 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 	var desc fdesc
 	desc.prio, desc.proto, desc.kind = fl.Prio, proto, fl.Kind
 	desc.flowid = fl.FlowID
-	var acts []*tc.Action
+	var tcActs attrs // the action list as go-tc laid it out
 	var rawActs []byte
 	hasPolice := false
 	for i, a := range fl.Actions {
@@ -525,9 +556,9 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 			}
 			actKinds = append(actKinds, "mirred")
 			desc.acts = append(desc.acts, fmt.Sprintf("mirred(egress redirect ifindex %d)", idx))
-			parms := tc.MirredParam{Action: tcActStolen, Eaction: tcaEgressRedir, IfIndex: uint32(idx)}
-			acts = append(acts, &tc.Action{Kind: "mirred", Mirred: &tc.Mirred{Parms: &parms}})
-			rawActs = append(rawActs, actionAttr(uint16(i+1), "mirred", attr(2, mirredParms(parms)))...)
+			parms := mirredParms(uint32(idx))
+			tcActs.bytes(uint16(i+1), append(nest(2, attr(2, parms)), attr(1, cstr("mirred"))...))
+			rawActs = append(rawActs, actionAttr(uint16(i+1), "mirred", attr(2, parms))...)
 		case a.Police != nil:
 			hasPolice = true
 			actKinds = append(actKinds, "police")
@@ -556,25 +587,21 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 		}
 		desc.keys = keys
 		if hasPolice {
-			o.useRaw = true
 			o.rawOpts = u32Options(keys, fl.FlowID, rawActs)
 			break
 		}
-		sel := &tc.U32Sel{Flags: 1 /* TC_U32_TERMINAL */, NKeys: uint8(len(keys))}
-		for _, k := range keys {
-			sel.Keys = append(sel.Keys, tc.U32Key{Mask: netU32(k.Mask), Val: netU32(k.Val & k.Mask), Off: uint32(k.Off)})
-		}
-		u := &tc.U32{Sel: sel}
+		o.tcLayout = true
+		var a attrs
+		a.bytes(tcaU32Sel, u32Sel(keys))
 		if fl.FlowID != 0 {
-			u.ClassID = u32p(uint32(fl.FlowID))
+			a.u32(tcaU32ClassID, uint32(fl.FlowID))
 		}
-		if len(acts) > 0 {
-			u.Actions = &acts
+		if len(tcActs) > 0 {
+			a.bytes(tcaU32Act, tcActs)
 		}
-		o.obj = tc.Object{Msg: tc.Msg{Parent: uint32(fl.Parent), Info: o.info}, Attribute: tc.Attribute{Kind: "u32", U32: u}}
+		o.rawOpts = a
 	case "matchall":
 		if hasPolice {
-			o.useRaw = true
 			var b []byte
 			if fl.FlowID != 0 {
 				b = append(b, attr(1, le32(uint32(fl.FlowID)))...)
@@ -582,14 +609,15 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 			o.rawOpts = append(b, nest(2, rawActs)...)
 			break
 		}
-		m := &tc.Matchall{}
+		o.tcLayout = true
+		var a attrs
 		if fl.FlowID != 0 {
-			m.ClassID = u32p(uint32(fl.FlowID))
+			a.u32(1, uint32(fl.FlowID)) // TCA_MATCHALL_CLASSID
 		}
-		if len(acts) > 0 {
-			m.Actions = &acts
+		if len(tcActs) > 0 {
+			a.bytes(2, tcActs) // TCA_MATCHALL_ACT
 		}
-		o.obj = tc.Object{Msg: tc.Msg{Parent: uint32(fl.Parent), Info: o.info}, Attribute: tc.Attribute{Kind: "matchall", Matchall: m}}
+		o.rawOpts = a
 	case "bpf":
 		if err := bpfFilterOp(&o, &desc, fl); err != nil {
 			return o, err
@@ -676,10 +704,12 @@ const (
 	tcaEgressRedir = 1
 )
 
-func mirredParms(p tc.MirredParam) []byte {
+// mirredParms is struct tc_mirred (index, capab, action, refcnt, bindcnt,
+// eaction, ifindex) for an egress redirect to ifindex.
+func mirredParms(ifindex uint32) []byte {
 	b := make([]byte, 28)
-	for i, v := range []uint32{p.Index, p.Capab, p.Action, p.RefCnt, p.BindCnt, p.Eaction, p.IfIndex} {
-		binary.NativeEndian.PutUint32(b[4*i:], v)
-	}
+	binary.NativeEndian.PutUint32(b[8:], tcActStolen)
+	binary.NativeEndian.PutUint32(b[20:], tcaEgressRedir)
+	binary.NativeEndian.PutUint32(b[24:], ifindex)
 	return b
 }

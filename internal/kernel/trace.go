@@ -1,6 +1,10 @@
 package kernel
 
-import "fmt"
+import (
+	"fmt"
+
+	"sqm/internal/rtlink"
+)
 
 // Op is one change Apply or Remove sent to the kernel, for SetTrace.
 type Op struct {
@@ -36,8 +40,8 @@ func (c *Conn) traceOp(dev string, ifindex int, what string, err error) {
 	}
 	if dev == "" {
 		dev = fmt.Sprintf("ifindex %d", ifindex)
-		if m, lerr := c.rt.Link.Get(uint32(ifindex)); lerr == nil && m.Attributes != nil {
-			dev = m.Attributes.Name
+		if l, lerr := rtlink.ByIndex(c.raw, ifindex); lerr == nil {
+			dev = l.Name
 		}
 	}
 	c.traceFn(Op{Device: dev, What: what, Err: err})

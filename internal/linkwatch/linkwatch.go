@@ -14,9 +14,10 @@ import (
 	"net"
 	"sync"
 
-	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/rtlink"
 )
 
 // Event is one change of one interface.
@@ -49,13 +50,13 @@ func (e Event) String() string {
 // Watcher receives link events from the kernel of the network namespace it
 // was opened in.
 type Watcher struct {
-	conn      *rtnetlink.Conn
+	conn      *netlink.Conn
 	closeOnce sync.Once
 }
 
 // Open subscribes to link events. It needs no privileges.
 func Open() (*Watcher, error) {
-	c, err := rtnetlink.Dial(&netlink.Config{Groups: unix.RTMGRP_LINK})
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: unix.RTMGRP_LINK})
 	if err != nil {
 		return nil, fmt.Errorf("linkwatch: subscribe to rtnetlink link events: %w", err)
 	}
@@ -75,7 +76,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Event) error {
 	stop := context.AfterFunc(ctx, func() { w.Close() })
 	defer stop()
 	for {
-		msgs, raw, err := w.conn.Receive()
+		msgs, err := w.conn.Receive()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -88,16 +89,19 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Event) error {
 			}
 			return fmt.Errorf("linkwatch: receive link events: %w", err)
 		}
-		for i, m := range msgs {
-			lm, ok := m.(*rtnetlink.LinkMessage)
-			if !ok || lm.Attributes == nil {
+		for _, m := range msgs {
+			if m.Header.Type != unix.RTM_NEWLINK && m.Header.Type != unix.RTM_DELLINK {
+				continue
+			}
+			l, err := rtlink.Decode(m.Data)
+			if err != nil || l.Name == "" {
 				continue
 			}
 			ev := Event{
-				Name:    lm.Attributes.Name,
-				Index:   int(lm.Index),
-				Up:      lm.Flags&unix.IFF_UP != 0 && lm.Flags&unix.IFF_RUNNING != 0,
-				Deleted: raw[i].Header.Type == unix.RTM_DELLINK,
+				Name:    l.Name,
+				Index:   l.Index,
+				Up:      l.Flags&unix.IFF_UP != 0 && l.Flags&unix.IFF_RUNNING != 0,
+				Deleted: m.Header.Type == unix.RTM_DELLINK,
 			}
 			if !send(ctx, out, ev) {
 				return nil

@@ -3,7 +3,6 @@ package uci
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -14,16 +13,11 @@ type Edit struct {
 	Value   string // "" removes the option (uci delete)
 }
 
-// The line shapes Apply rewrites. Anything else (several commands joined
-// by ';', values spanning lines, backslash joins) is refused instead of
-// guessed at: a wrong guess would silently change another option.
-var (
-	valueRE     = `(?:'[^']*'|"(?:[^"\\\n]|\\.)*"|\\[^\n]|[^\s'"#;\\])+` // pieces concatenate: 'it'\''s'
-	optionLine  = regexp.MustCompile(`^([ \t]*(?:option|o)[ \t]+([A-Za-z0-9_]+)[ \t]+)(` + valueRE + `)([ \t]*(?:#.*)?)$`)
-	configLine  = regexp.MustCompile(`^[ \t]*(?:config|c)[ \t]+(?:` + valueRE + `)(?:[ \t]+(?:` + valueRE + `))?[ \t]*(?:#.*)?$`)
-	indentRE    = regexp.MustCompile(`^[ \t]*`)
-	errNotEdits = "edit it by hand"
-)
+// The line shapes Apply rewrites (lines.go). Anything else (several
+// commands joined by ';', values spanning lines, backslash joins) is
+// refused instead of guessed at: a wrong guess would silently change
+// another option.
+const errNotEdits = "edit it by hand"
 
 // Apply returns src with the edits made the way a person would make them
 // in an editor: the value on an option's own line is replaced, a new
@@ -69,16 +63,16 @@ func apply1(name string, src []byte, e Edit) ([]byte, error) {
 	case opt != nil:
 		i := opt.Line - 1
 		body, nl := splitNL(lines[i])
-		m := optionLine.FindStringSubmatch(body)
-		if m == nil || m[2] != e.Option {
+		m, ok := matchOption(body)
+		if !ok || m.name != e.Option {
 			return nil, fmt.Errorf("%s:%d: option %s is not alone on its line; %s", name, opt.Line, e.Option, errNotEdits)
 		}
 		switch {
 		case e.Value != "":
-			lines[i] = m[1] + quote(e.Value) + m[4] + nl
-		case strings.TrimSpace(m[4]) != "":
+			lines[i] = m.prefix + quote(e.Value) + m.trail + nl
+		case strings.TrimSpace(m.trail) != "":
 			// Keep the comment that explained the option.
-			lines[i] = indentRE.FindString(body) + strings.TrimSpace(m[4]) + nl
+			lines[i] = indent(body) + strings.TrimSpace(m.trail) + nl
 		default:
 			lines[i] = ""
 		}
@@ -113,13 +107,13 @@ func insertPoint(name string, sec *Section, lines []string) (int, string, error)
 	}
 	if last > 0 {
 		body, _ := splitNL(lines[last-1])
-		if !optionLine.MatchString(body) {
+		if !isOptionLine(body) {
 			return 0, "", fmt.Errorf("%s:%d: cannot add an option after this line; %s", name, last, errNotEdits)
 		}
-		return last, indentRE.FindString(body), nil
+		return last, indent(body), nil
 	}
 	body, _ := splitNL(lines[sec.Line-1])
-	if !configLine.MatchString(body) {
+	if !isConfigLine(body) {
 		return 0, "", fmt.Errorf("%s:%d: cannot add an option after this config line; %s", name, sec.Line, errNotEdits)
 	}
 	return sec.Line, "\t", nil
@@ -251,11 +245,11 @@ func DeleteSection(name string, src []byte, ref string) ([]byte, error) {
 	}
 	for i := sec.Line; i < end; i++ {
 		body, _ := splitNL(lines[i])
-		if !isCommentOrBlank(lines[i]) && !optionLine.MatchString(body) {
+		if !isCommentOrBlank(lines[i]) && !isOptionLine(body) {
 			return nil, fmt.Errorf("%s:%d: a line of section %s is not one plain option; %s", name, i+1, ref, errNotEdits)
 		}
 	}
-	if body, _ := splitNL(lines[sec.Line-1]); !configLine.MatchString(body) {
+	if body, _ := splitNL(lines[sec.Line-1]); !isConfigLine(body) {
 		return nil, fmt.Errorf("%s:%d: the config line of %s is not alone on its line; %s", name, sec.Line, ref, errNotEdits)
 	}
 	start := sec.Line - 1
