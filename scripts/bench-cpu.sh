@@ -12,7 +12,11 @@
 # Paced (the default): the sender's veth egress carries an htb at PACE
 # times the shaped rate (sqm's simplest/pfifo, 1 ms burst), so packets
 # reach the recipe spaced by a line a little faster than the shaped rate,
-# as a WAN delivers them. Unpaced (-m unpaced): the sender bursts at veth
+# as a WAN delivers them. Offloads off, TCP still builds GSO packets of up
+# to 44 segments, which leave the htb whole and are split after it: the
+# sender's gso_max_segs keeps them within the htb's 1 ms (9 segments at
+# 110 Mbit/s; one-segment packets throughout would make the sender's TCP
+# cost several times the path's, and 1 Gbit/s out of one core's reach). Unpaced (-m unpaced): the sender bursts at veth
 # speed, which no WAN does; it shows what such bursts do to each policer
 # (docs/codel-police.md, "CPU cost"). The pacer's own cost is in every row,
 # "none" included, so compare rows of one mode and rate.
@@ -181,6 +185,8 @@ for mode in $modes; do
 		if [ $mode = paced ]; then
 			line=$(awk -v r=$rate -v p=$pace 'BEGIN { printf "%d", r * p }')
 			start $snd sstate s0 0 $line simplest pfifo ""
+			segs=$(awk -v l=$line 'BEGIN { n = int(l / 8 / 1514); if (n < 1) n = 1; if (n > 65535) n = 65535; print n }')
+			ip -n $snd link set dev s0 gso_max_segs $segs
 		fi
 		for r in $recipes; do
 			apply $r $rate
@@ -191,7 +197,10 @@ for mode in $modes; do
 			done
 			remove $r
 		done
-		[ $mode = unpaced ] || stop $snd sstate
+		if [ $mode = paced ]; then
+			stop $snd sstate
+			ip -n $snd link set dev s0 gso_max_segs 65535
+		fi
 	done
 done
 echo "# load average after: $(load)"
