@@ -56,6 +56,9 @@ done
 for m in $modes; do
 	case $m in paced | unpaced) ;; *) echo "bench-cpu: -m $m: want paced, unpaced or both" >&2; exit 2 ;; esac
 done
+for r in $recipes; do
+	case $r in none | codel_police | codel_police_flowblind | htb_ifb) ;; *) echo "bench-cpu: -R $r: want none, codel_police, codel_police_flowblind or htb_ifb" >&2; exit 2 ;; esac
+done
 [ "$(id -u)" = 0 ] || { echo "bench-cpu: needs root (namespaces, qdiscs, BPF)" >&2; exit 2; }
 for c in iperf3 ethtool taskset python3 tc; do
 	command -v $c >/dev/null || { echo "bench-cpu: $c is missing (scripts/setup.sh installs it)" >&2; exit 2; }
