@@ -130,6 +130,15 @@ bench-tune: build
 bench-policer: build
 	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer
 
+# Issue 24's CPU cost of each host-kernel ingress recipe: one TCP stream
+# through none, codel_police (flow-aware, flow-blind) and htb+IFB at 100,
+# 500 and 1000 Mbit/s, arrivals paced by an htb at 1.1x the rate and then
+# unpaced (scripts/bench-cpu.sh; root, about 7 minutes, one CPU). Prints
+# the table for docs/codel-police.md; run it on an idle host.
+.PHONY: bench-cpu
+bench-cpu:
+	sh scripts/bench-cpu.sh -m both
+
 # `make demo` and `make test` as a newcomer runs them: on a fresh Debian 12
 # root (debootstrap, cached), Go copied in, HEAD cloned, as root in a
 # chroot. Boots VMs: on a shared machine, `flock /tmp/sqm-vm.lock make
