@@ -106,7 +106,7 @@ Example, on a host beyond the router:
 			if source == "--secret" {
 				logger.Printf("sqm server: warning: --secret is visible to every user of this host (ps, /proc); use --secret-file or %s", serverSecretEnv)
 			}
-			stopRPM, err := rpmSrv.start(ctx, maxDuration, logger.Printf)
+			stopRPM, err := rpmSrv.start(ctx, maxDuration, secret, logger.Printf)
 			if err != nil {
 				return err
 			}

@@ -108,7 +108,7 @@ Example:
 			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file` (first line)")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet); done {
+			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet, secret, secretF); done {
 				return err
 			}
 			addr := ""
