@@ -432,5 +432,3 @@ func TestStreamsPerConnection(t *testing.T) {
 	}
 	t.Logf("%v", got)
 }
-
-
