@@ -72,7 +72,10 @@ any server that publishes its /.well-known/nq configuration (Apple's, a
 self-hosted one, 'sqm server --rpm'): HTTP/2 load both ways (--rpm-load)
 with probes on new connections (TCP, TLS, HTTP times) and on the loaded
 ones, until stable or --duration (default 20s). A self-signed server needs
---insecure or --ca FILE.
+--insecure or --ca FILE. An 'sqm server --rpm' with a secret serves only
+under a path derived from it: give the secret as for the bufferbloat test
+(--secret-file, SQM_SERVER_SECRET) and the path is added; the output shows
+it as /(secret).
 
 --iperf3 HOST[:PORT] puts the load through a stock iperf3 server (port 5201)
 instead of an 'sqm server': each load phase is one iperf3 test (speedtest:

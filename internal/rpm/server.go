@@ -60,8 +60,13 @@ const largeSize int64 = 8 << 30
 
 // Defaults of ServerOptions' limits.
 const (
-	defaultPerAddr     = 64
-	defaultTotal       = 512
+	// goresponsiveness has a foreign probe on a new connection in flight
+	// up to 100 times a second, each taking three to four round trips:
+	// on a bloated link with a 0.5 s round trip that is 150-200
+	// connections still in their first request, besides its load
+	// connections.
+	defaultPerAddr     = 256
+	defaultTotal       = 1024
 	defaultLoadPerAddr = 4 * MNP // both directions at once, twice over
 	defaultLoadTotal   = 256
 	defaultStall       = 10 * time.Second
@@ -71,11 +76,14 @@ const (
 	// waiting on a bloated link.
 	defaultStreamsPerAddr = 256
 	defaultStreamsTotal   = 2048
-	// maxStreams is what each connection may have open at once. A
-	// load connection carries its transfer and a few self probes; a
-	// probe connection carries one request. 100 (the usual default)
-	// only lets a client park more streams.
-	maxStreams = 32
+	// maxStreams is what each connection may have open at once: the
+	// usual 100. A load connection carries its transfer and the self
+	// probes in flight on it, and goresponsiveness (strict about the
+	// server's limit) opens a new connection for a self probe past it,
+	// then aborts on finding its probe did not reuse the load
+	// connection. What a client can park is bounded per address by
+	// StreamsPerAddr instead.
+	maxStreams = 100
 	// shortTimeout bounds everything but a transfer: the configuration
 	// and the small object are a few hundred bytes.
 	shortTimeout = 15 * time.Second
@@ -96,7 +104,7 @@ type ServerOptions struct {
 	// would need a client of our own.
 	Secret string
 	// PerAddr and Total bound open connections per client address (IPv6:
-	// per /64, see peerkey) and overall (defaults 64 and 512). A
+	// per /64, see peerkey) and overall (defaults 256 and 1024). A
 	// connection past either takes the place of the one of that address
 	// (or, for Total, of any) that has been idle longest, and is refused
 	// only when none is idle: goresponsiveness opens a fresh connection
@@ -330,7 +338,14 @@ var uploadBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &
 
 func (h *handler) upload(w http.ResponseWriter, r *http.Request, rc *http.ResponseController) {
 	now := time.Now()
-	pr := progress{set: rc.SetReadDeadline, end: now.Add(h.o.MaxDuration), stall: h.o.Stall}
+	// Both deadlines move: the server's WriteTimeout (for the short
+	// answers) would otherwise reset an upload that outlives it, since
+	// its response is written only at the end.
+	set := func(d time.Time) error {
+		rc.SetWriteDeadline(d)
+		return rc.SetReadDeadline(d)
+	}
+	pr := progress{set: set, end: now.Add(h.o.MaxDuration), stall: h.o.Stall}
 	pr.moved(now)
 	for {
 		bp := uploadBufs.Get().(*[]byte)
@@ -508,6 +523,7 @@ func (l *connLimit) admit(c *countedConn) bool {
 	l.by[c.key] = append(l.by[c.key], c)
 	l.n++
 	c.since = time.Now()
+	c.admitted = c.since
 	return true
 }
 
@@ -518,10 +534,25 @@ func (l *connLimit) refused(key netip.Prefix, mine int) {
 	}
 }
 
+// startGrace is how long a connection that has not yet sent a request is
+// left alone: on a bloated uplink the first request of a new load
+// connection can queue for a second behind the client's own uploads, and
+// a client that connects and says nothing for longer than this gives up
+// its place to one that is being used.
+const startGrace = 10 * time.Second
+
+// evictable is an idle connection that has served a request (net/http
+// reports an HTTP/2 connection idle from its preface on, before its
+// first stream), or one that has sent none for startGrace.
+func (c *countedConn) evictable(now time.Time) bool {
+	return c.idle && (c.actives >= 2 || now.Sub(c.admitted) > startGrace)
+}
+
 func oldestIdle(cs []*countedConn) *countedConn {
 	var o *countedConn
+	now := time.Now()
 	for _, c := range cs {
-		if c.idle && (o == nil || c.since.Before(o.since)) {
+		if c.evictable(now) && (o == nil || c.since.Before(o.since)) {
 			o = c
 		}
 	}
@@ -565,6 +596,9 @@ func (l *connLimit) state(nc net.Conn, s http.ConnState) {
 	case http.StateIdle, http.StateActive:
 		c.idle = s == http.StateIdle
 		c.since = time.Now()
+		if s == http.StateActive {
+			c.actives++ // once at the preface, then at each stream after an idle spell
+		}
 	case http.StateClosed, http.StateHijacked:
 		l.remove(c)
 	}
@@ -607,11 +641,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // l and key are guarded by l.mu.
 type countedConn struct {
 	net.Conn
-	l     *connLimit
-	key   netip.Prefix
-	idle  bool      // no stream open (a fresh connection is not idle: it is in its handshake)
-	since time.Time // when it was admitted or last changed state
-	gone  bool      // taken out of the count
+	l        *connLimit
+	key      netip.Prefix
+	idle     bool      // no stream open (a fresh connection is not idle: it is in its handshake)
+	actives  int       // times it became active; 2 or more once it has had a stream
+	since    time.Time // when it was admitted or last changed state
+	admitted time.Time
+	gone     bool // taken out of the count
 }
 
 func (c *countedConn) Close() error {

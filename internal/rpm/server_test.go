@@ -418,17 +418,70 @@ func TestZeroWindowStreamsTimeOut(t *testing.T) {
 	t.Logf("%v", got)
 }
 
-// TestStreamsPerConnection: a client that opens 100 streams on one
-// connection gets the server's limit and resets for the rest, not 100
-// handlers.
-func TestStreamsPerConnection(t *testing.T) {
+// TestRequestsPerAddr: four connections from one address opening 100
+// zero-window requests each get at most the per-address limit of
+// requests in progress (256) and 503s or resets for the rest, not 400
+// parked handlers (each a goroutine holding its response).
+func TestRequestsPerAddr(t *testing.T) {
 	addr := serve(t, rpm.ServerOptions{}, nil)
-	h := dialZeroWindow(t, addr)
-	defer h.c.Close()
-	h.c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	got := h.streams(t, 100, addr, rpm.PathLarge, false)
-	if got["200"] > 32 || got["200"] == 0 {
-		t.Errorf("100 zero-window downloads on one connection: %v; want at most 32 served", got)
+	got := map[string]int{}
+	for range 4 {
+		h := dialZeroWindow(t, addr)
+		defer h.c.Close()
+		h.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for k, v := range h.streams(t, 100, addr, rpm.PathSmall, false) {
+			got[k] += v
+		}
+	}
+	if got["200"] > 256 || got["200"] == 0 || got["503"] == 0 {
+		t.Errorf("4 x 100 zero-window requests from one address: %v; want at most 256 answered 200, the rest 503", got)
 	}
 	t.Logf("%v", got)
+}
+
+// TestFreshConnectionKept: at the per-address cap, a new connection takes
+// the place of an idle one that has served a request, never of one that
+// has not yet sent its first (net/http calls an HTTP/2 connection idle
+// from its preface on). On a bloated link a new load connection's first
+// request queues for a while; goresponsiveness's foreign probes, a new
+// connection each, used to evict it in that time, and its uploads never
+// started ("0 parallel connections").
+func TestFreshConnectionKept(t *testing.T) {
+	peers := &fakePeers{addrs: make(chan string, 1)}
+	addr := serve(t, rpm.ServerOptions{PerAddr: 2}, func(ln net.Listener) net.Listener { peers.Listener = ln; return peers })
+	const from = "192.0.2.9:1000"
+	peers.addrs <- from
+	used := h2Client() // A: one request, then idle
+	resp, err := used.Get("https://" + addr + rpm.PathSmall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	peers.addrs <- from
+	fresh := dialZeroWindow(t, addr) // B: preface, no request yet
+	defer fresh.c.Close()
+	fresh.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	// The server has B once it answers B's settings.
+	if f, err := fresh.read(); err != nil || f.typ != frSettings {
+		t.Fatalf("no settings from the server: %v %v", f, err)
+	}
+	peers.addrs <- from
+	probe := h2Client() // C: takes A's place
+	resp, err = probe.Get("https://" + addr + rpm.PathSmall)
+	if err != nil {
+		t.Fatalf("a connection past the cap with an idle used one to replace: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	peers.addrs <- from
+	if c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}); err == nil {
+		// D: C is idle and used now, so D may take its place; what
+		// must not happen is B being closed.
+		c.Close()
+	}
+	got := fresh.streams(t, 1, addr, rpm.PathSmall, false)
+	if got["200"] != 1 {
+		t.Errorf("the connection that had not sent its first request yet: %v; want it served", got)
+	}
 }
