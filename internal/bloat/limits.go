@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"sqm/internal/peerkey"
 )
 
 // Defaults of the server's per-address limits (see Limits).
@@ -17,21 +19,8 @@ const (
 )
 
 // addrKey is the unit the server counts a peer's connections and sessions
-// in: the address itself for IPv4, its /64 for IPv6. A /64 is what one
-// link (one home, one LAN) gets, and any host on it can pick fresh
-// addresses inside it at will (privacy addresses, or simply binding more),
-// so counting IPv6 per address would limit nothing. A larger unit (/56,
-// /48) would lump whole ISPs' customers together for those who hand out
-// one /64 per customer. IPv4-mapped IPv6 addresses count as IPv4.
-func addrKey(a netip.Addr) netip.Prefix {
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p
-	}
-	p, _ := a.Prefix(a.BitLen()) // invalid a gives the zero Prefix: one shared key
-	return p
-}
+// in; peerkey owns the rule (IPv4 address, IPv6 /64) for every server.
+var addrKey = peerkey.Of
 
 // admission decides which connections and sessions the server takes on.
 // Its methods are called with the server's mutex held.

@@ -10,25 +10,6 @@ import (
 	"time"
 )
 
-func TestAddrKey(t *testing.T) {
-	tests := []struct{ addr, want string }{
-		{"192.0.2.7", "192.0.2.7/32"},
-		{"::ffff:192.0.2.7", "192.0.2.7/32"},
-		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
-		{"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
-		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
-		{"::1", "::/64"},
-	}
-	for _, tt := range tests {
-		if got := addrKey(netip.MustParseAddr(tt.addr)).String(); got != tt.want {
-			t.Errorf("addrKey(%s) = %s, want %s", tt.addr, got, tt.want)
-		}
-	}
-	if addrKey(netip.Addr{}) != addrKey(netip.Addr{}) {
-		t.Error("unknown addresses do not share one key")
-	}
-}
-
 // TestAdmission plays sequences of connections and sessions against small
 // limits: each step says whether it must be admitted or refused and why.
 func TestAdmission(t *testing.T) {

@@ -24,7 +24,7 @@ const (
 
 // stateDirFlag registers --state-dir; the value is resolved by stateDir.
 func stateDirFlag(fs *flag.FlagSet) {
-	fs.String("state-dir", "", "`dir` to keep sqm's state and lock in (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run)")
+	fs.String("state-dir", "", "`dir` to keep sqm's state, lock and debug logs in (default $SQM_STATE_DIR, else "+defaultStateDir+", or /var/run/sqm where there is no /run); it must be root's or yours and writable by nobody else")
 }
 
 func configFlag(fs *flag.FlagSet) {

@@ -35,13 +35,13 @@ func (r *rpmTestFlags) register(fs *flag.FlagSet) {
 
 // rpmAllowed are the flags that mean something for an RPM test.
 var rpmAllowed = map[string]bool{"rpm": true, "insecure": true, "ca": true, "rpm-load": true,
-	"duration": true, "4": true, "6": true, "json": true, "quiet": true}
+	"duration": true, "4": true, "6": true, "json": true, "quiet": true, "secret": true, "secret-file": true}
 
 // run runs the RPM test if --rpm (or one of its companions) was given and
 // reports whether it did; test.go goes on with the bufferbloat test
 // otherwise.
 func (r *rpmTestFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string,
-	duration time.Duration, v4, v6, jsonOut, quiet bool) (bool, error) {
+	duration time.Duration, v4, v6, jsonOut, quiet bool, secret, secretFile string) (bool, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if r.url == "" {
@@ -64,7 +64,13 @@ func (r *rpmTestFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args
 	if err != nil {
 		return true, usageError("%v", err)
 	}
-	o := rpm.Options{URL: u, Insecure: r.insecure, Direction: r.direction, Duration: duration}
+	// An 'sqm server --rpm' with a secret serves under a path derived
+	// from it; the secret comes from where the bufferbloat test takes it.
+	secret, err = clientSecret(env, fs, "test", secret, secretFile, "")
+	if err != nil {
+		return true, err
+	}
+	o := rpm.Options{URL: u, Insecure: r.insecure, Direction: r.direction, Duration: duration, Secret: secret}
 	switch r.direction {
 	case "both", "down", "up":
 	default:
@@ -123,7 +129,7 @@ func (r *rpmServerFlags) register(fs *flag.FlagSet) {
 
 // start validates the flags and starts the RPM server if --rpm was given;
 // the returned function stops it and waits for it.
-func (r *rpmServerFlags) start(ctx context.Context, maxDuration time.Duration, logf func(string, ...any)) (func(), error) {
+func (r *rpmServerFlags) start(ctx context.Context, maxDuration time.Duration, secret string, logf func(string, ...any)) (func(), error) {
 	if r.addr == "" {
 		if r.cert != "" || r.key != "" {
 			return nil, usageError("--rpm-cert and --rpm-key only apply to --rpm")
@@ -153,11 +159,18 @@ func (r *rpmServerFlags) start(ctx context.Context, maxDuration time.Duration, l
 		cancel()
 		return nil, fmt.Errorf("--rpm %s: %w", r.addr, err)
 	}
-	logf("sqm server: rpm: listening on https://%s%s (%s); transfers end after %v", ln.Addr(), rpm.WellKnownPath, how, maxDuration)
+	// With a secret, the URL logged is the credential: the operator hands
+	// it to clients that cannot derive it (goresponsiveness,
+	// networkQuality); it is not the secret itself (see rpm.PathToken).
+	access := "no secret: anyone who can reach it may test"
+	if secret != "" {
+		access = "secret: other paths get 404"
+	}
+	logf("sqm server: rpm: listening on https://%s%s%s (%s; %s); transfers end after %v", ln.Addr(), rpm.PathPrefix(secret), rpm.WellKnownPath, how, access, maxDuration)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := rpm.Serve(ctx, ln, rpm.ServerOptions{Cert: &cert, MaxDuration: maxDuration, Logf: logf}); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := rpm.Serve(ctx, ln, rpm.ServerOptions{Cert: &cert, MaxDuration: maxDuration, Secret: secret, Logf: logf}); err != nil && !errors.Is(err, net.ErrClosed) {
 			logf("sqm server: rpm: %v", err)
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"sqm/internal/config"
 	"sqm/internal/kernel"
 	"sqm/internal/plan"
+	"sqm/internal/service"
 )
 
 // levelTrace is sqm-scripts' TRACE verbosity (10), below slog's Debug.
@@ -140,10 +141,12 @@ func (sl *sectionLog) open(appendMode bool) error {
 	if appendMode {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
-	if err := os.MkdirAll(filepath.Dir(sl.path), 0o700); err != nil {
+	// The state directory may be one a user chose: no links followed,
+	// no directory another user can write to (service.OpenStateFile).
+	if err := service.EnsureStateDir(filepath.Dir(sl.path)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(sl.path, flags, 0o600)
+	f, err := service.OpenStateFile(sl.path, flags, 0o600)
 	if err != nil {
 		return err
 	}

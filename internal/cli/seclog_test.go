@@ -288,3 +288,43 @@ func (s *lockedBuffer) String() string {
 }
 
 func sleep100ms() { time.Sleep(100 * time.Millisecond) }
+
+// TestDebugLogRefusesLink: a link planted where a section's debug log goes
+// (start-sqm truncates its file, the daemon's appends) is refused, for
+// both, and the file it points at is left alone; so is a state directory
+// another user could write to. Before debug logs were opened through
+// service.OpenStateFile, root truncated the link's target.
+func TestDebugLogRefusesLink(t *testing.T) {
+	q := config.Defaults()
+	q.Name, q.Interface, q.Enabled, q.DebugLogging = "wan", "eth1", true, true
+	for _, tt := range []struct {
+		file       string
+		appendMode bool
+	}{{"start-sqm", false}, {"debug", true}} {
+		dir := t.TempDir()
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(dir, "eth1."+tt.file+".log")); err != nil {
+			t.Fatal(err)
+		}
+		logs := newSectionLogs(&bytes.Buffer{}, slog.LevelWarn)
+		err := logs.configure([]config.Queue{q}, dir, tt.file, tt.appendMode)
+		if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("%s log through a planted link: %v; want refusal", tt.file, err)
+		}
+		logs.logger().Warn("through the link?", "interface", "eth1")
+		logs.close()
+		if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+			t.Errorf("%s log: the link's target now holds %q", tt.file, b)
+		}
+		os.Chmod(dir, 0o777)
+		os.Remove(filepath.Join(dir, "eth1."+tt.file+".log"))
+		err = logs.configure([]config.Queue{q}, dir, tt.file, tt.appendMode)
+		if err == nil || !strings.Contains(err.Error(), "writable by every user") {
+			t.Errorf("%s log in a world-writable directory: %v; want refusal", tt.file, err)
+		}
+		logs.close()
+	}
+}

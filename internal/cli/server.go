@@ -65,7 +65,13 @@ connection it accepted. Stop it with Ctrl-C or SIGTERM.
 Apple's networkQuality -C, goresponsiveness) over HTTP/2 and TLS: the
 configuration at /.well-known/nq and its three objects. Without
 --rpm-cert/--rpm-key the certificate is self-signed, made at start, and
-clients must skip its verification (see 'sqm help test').
+clients must skip its verification (see 'sqm help test'). With a secret,
+every RPM endpoint is under a path derived from it (the start-up line
+prints the configuration URL to give other clients, goresponsiveness or
+Apple's networkQuality; 'sqm test --rpm' derives it from the secret) and
+any other path gets an empty 404. Per address (IPv6: /64) it keeps 256
+connections (a new one replaces the one idle longest), 256 requests and
+64 transfers at once; a transfer that moves nothing for 10 s is ended.
 
 Example, on a host beyond the router:
 
@@ -106,7 +112,7 @@ Example, on a host beyond the router:
 			if source == "--secret" {
 				logger.Printf("sqm server: warning: --secret is visible to every user of this host (ps, /proc); use --secret-file or %s", serverSecretEnv)
 			}
-			stopRPM, err := rpmSrv.start(ctx, maxDuration, logger.Printf)
+			stopRPM, err := rpmSrv.start(ctx, maxDuration, secret, logger.Printf)
 			if err != nil {
 				return err
 			}

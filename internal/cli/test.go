@@ -72,7 +72,10 @@ any server that publishes its /.well-known/nq configuration (Apple's, a
 self-hosted one, 'sqm server --rpm'): HTTP/2 load both ways (--rpm-load)
 with probes on new connections (TCP, TLS, HTTP times) and on the loaded
 ones, until stable or --duration (default 20s). A self-signed server needs
---insecure or --ca FILE.
+--insecure or --ca FILE. An 'sqm server --rpm' with a secret serves only
+under a path derived from it: give the secret as for the bufferbloat test
+(--secret-file, SQM_SERVER_SECRET) and the path is added; the output shows
+it as /(secret).
 
 --iperf3 HOST[:PORT] puts the load through a stock iperf3 server (port 5201)
 instead of an 'sqm server': each load phase is one iperf3 test (speedtest:
@@ -108,7 +111,7 @@ Example:
 			fs.StringVar(&irttFile, "irtt-hmac-file", "", "read the irtt server's HMAC key from `file` (first line)")
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet); done {
+			if done, err := rpmT.run(ctx, env, fs, args, duration, v4, v6, jsonOut, quiet, secret, secretF); done {
 				return err
 			}
 			addr := ""

@@ -42,7 +42,12 @@ type Options struct {
 	// IdleProbes is how many foreign probes measure the idle latency
 	// before any load (default 10).
 	IdleProbes int
-	Logf       func(format string, a ...any)
+	// Secret is an `sqm server`'s shared secret: the client puts its
+	// path prefix (PathPrefix) in front of the URL's path. What the
+	// result records has the prefix replaced by "/(secret)", so a shared
+	// result does not hand out access.
+	Secret string
+	Logf   func(format string, a ...any)
 }
 
 // ResultVersion is the version of the Result JSON layout.
@@ -186,10 +191,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	c.tr.Protocols.SetUnencryptedHTTP2(true)
 	res := &Result{FormatVersion: ResultVersion, Kind: "rpm", ConfigURL: o.URL, Direction: o.Direction,
 		IntervalS: o.Interval.Seconds()}
+	if o.Secret != "" {
+		u, err := WithPrefix(o.URL, PathPrefix(o.Secret))
+		if err != nil {
+			return nil, err
+		}
+		c.o.URL = u
+	}
 	if err := c.fetchConfig(ctx); err != nil {
 		return nil, err
 	}
+	res.ConfigURL = redact(c.o.URL, o.Secret)
 	res.Config = *c.cfg
+	for _, u := range []*string{&res.Config.Large, &res.Config.Small, &res.Config.Upload} {
+		*u = redact(*u, o.Secret)
+	}
 	if c.cfg.OldKeys {
 		res.Notes = append(res.Notes, "the configuration uses the older URL key names (small_https_download_url, ...)")
 	}
@@ -344,7 +360,11 @@ func (c *client) fetchConfig(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("rpm: %s answered %s; is it a responsiveness server?", c.o.URL, resp.Status)
+		hint := "is it a responsiveness server?"
+		if resp.StatusCode == http.StatusNotFound {
+			hint += " ('sqm server --rpm' with a secret answers 404 without the right --secret, --secret-file or SQM_SERVER_SECRET)"
+		}
+		return fmt.Errorf("rpm: %s answered %s; %s", redact(c.o.URL, c.o.Secret), resp.Status, hint)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxConfigSize+1))
 	if err != nil {

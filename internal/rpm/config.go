@@ -215,3 +215,28 @@ func ConfigURL(s string) (string, error) {
 	}
 	return u.String(), nil
 }
+
+// WithPrefix puts prefix (PathPrefix of a secret) in front of the path of
+// the configuration URL u, unless it is there already (a user may paste
+// the URL a server logged).
+func WithPrefix(u, prefix string) (string, error) {
+	if prefix == "" {
+		return u, nil
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("--rpm %s: %v", u, err)
+	}
+	if p.Path != prefix && !strings.HasPrefix(p.Path, prefix+"/") {
+		p.Path = prefix + p.Path
+	}
+	return p.String(), nil
+}
+
+// redact replaces a secret's path prefix in u by "/(secret)".
+func redact(u, secret string) string {
+	if secret == "" {
+		return u
+	}
+	return strings.Replace(u, PathPrefix(secret), "/(secret)", 1)
+}

@@ -248,9 +248,9 @@ http {
 }
 
 // startSQMServer runs `sqm server --rpm` in the server namespace.
-func startSQMServer(t *testing.T, l *link) string {
+func startSQMServer(t *testing.T, l *link, args ...string) string {
 	t.Helper()
-	cmd := clitest.Command("server", "--listen", srvIP+":0", "--rpm", srvIP+":4444")
+	cmd := clitest.Command(append([]string{"server", "--listen", srvIP + ":0", "--rpm", srvIP + ":4444"}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := l.srv.Start(cmd); err != nil {

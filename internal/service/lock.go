@@ -26,13 +26,13 @@ type Lock struct {
 // release it. The holder's pid is written into the file so that a waiter
 // that gives up can name it.
 func AcquireLock(dir string, wait time.Duration) (*Lock, error) {
-	if err := ensureDir(dir); err != nil {
+	if err := EnsureStateDir(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := OpenStateFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock: open %s: %w", path, err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -46,8 +46,11 @@ func AcquireLock(dir string, wait time.Duration) (*Lock, error) {
 		}
 		if time.Now().After(deadline) {
 			holder := "unknown pid"
-			if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
-				holder = "pid " + strings.TrimSpace(string(b))
+			// From the descriptor checked above, not the name: and
+			// only a pid's worth.
+			b := make([]byte, 20)
+			if n, _ := f.ReadAt(b, 0); len(strings.TrimSpace(string(b[:n]))) > 0 {
+				holder = "pid " + strings.TrimSpace(string(b[:n]))
 			}
 			f.Close()
 			return nil, fmt.Errorf("lock: %s is held by %s after waiting %s: another sqm is still running; wait for it or stop it (kill %s)",
@@ -71,23 +74,4 @@ func (l *Lock) Release() error {
 	err := l.f.Close() // closing the last descriptor releases the flock
 	l.f = nil
 	return err
-}
-
-// ensureDir creates the state directory 0700: it says what sqm changed in
-// the kernel, and a writable one would let anyone make sqm remove qdiscs.
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state dir: create %s: %w (set --state-dir or SQM_STATE_DIR to a writable directory)", dir, err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("state dir: %s is not a directory", dir)
-	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		return fmt.Errorf("state dir: %s is world-writable (mode %v): anyone could make sqm remove qdiscs; chmod 700 it", dir, fi.Mode().Perm())
-	}
-	return nil
 }

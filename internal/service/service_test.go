@@ -83,7 +83,7 @@ func TestStoreRejects(t *testing.T) {
 	if err := os.Chmod(s.Dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Save(&State{Interface: "eth0"}); err == nil || !strings.Contains(err.Error(), "world-writable") {
+	if err := s.Save(&State{Interface: "eth0"}); err == nil || !strings.Contains(err.Error(), "writable by every user") {
 		t.Errorf("Save into a world-writable dir: %v; want refusal", err)
 	}
 }

@@ -143,7 +143,7 @@ func (s *Store) Save(st *State) error {
 }
 
 func (s *Store) writeJSON(path string, v any) error {
-	if err := ensureDir(s.Dir); err != nil {
+	if err := EnsureStateDir(s.Dir); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
