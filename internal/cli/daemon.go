@@ -67,6 +67,7 @@ The settings can also be given in the config file, in a section
   	option test_server '192.0.2.7'          # --test-server
   	option http_cert '/etc/uhttpd.crt'      # --http-cert: HTTPS (PEM or DER)
   	option http_key '/etc/uhttpd.key'       # --http-key
+  	option http_hosts 'router.example.com'  # --http-hosts: more names
 
 The web page (--http ADDR): the queues at a glance (applied, link up, rates,
 recipe, last error, drift) with live counters, cake's per-tin statistics
@@ -244,6 +245,7 @@ func daemonOptions() []struct{ option, flag, kind string } {
 		{"http_users", "http-users", "string"},
 		{"http_cert", "http-cert", "string"},
 		{"http_key", "http-key", "string"},
+		{"http_hosts", "http-hosts", "string"},
 		{"test_server", "test-server", "string"},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("test-server", "", "the 'sqm server' the page's bufferbloat test uses by default (host[:port])")
 	fs.String("http-cert", "", "serve the page over HTTPS with this certificate `file` (PEM or DER; with --http-key; e.g. uhttpd's /etc/uhttpd.crt)")
 	fs.String("http-key", "", "the certificate's private key `file` (PEM or DER; e.g. /etc/uhttpd.key)")
+	fs.String("http-hosts", "", "more `names` the page answers to (comma or space separated), beyond its addresses, localhost and the host name; others get 421 (DNS rebinding)")
 }
 
 // webStatusDoc is the page's status: `sqm status --json`'s document plus
@@ -63,6 +65,8 @@ type webPage struct {
 	cfg   string
 	users *web.Users
 	ln    net.Listener
+	tls   *tls.Config
+	hosts []string
 	conn  *kernel.Conn
 	// tuning is set while a tune from the page holds the state lock.
 	tuning atomic.Bool
@@ -108,12 +112,33 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	if tlsConf != nil {
-		// The session cookie is then marked Secure (web.Server sets it
-		// when the request came over TLS).
-		ln = tls.NewListener(ln, tlsConf)
+	hosts, err := httpHosts(flagString(fs, "http-hosts"))
+	if err != nil {
+		ln.Close()
+		return nil, usageError("--http-hosts: %v", err)
 	}
-	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
+	// With tls the page is HTTPS only and its session cookie Secure
+	// (web.Server sets it when the request came over TLS).
+	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln, tls: tlsConf, hosts: hosts}, nil
+}
+
+// httpHosts splits --http-hosts into names; an address or a name with a
+// port is refused (the router's addresses are served anyway, and the
+// port does not matter).
+func httpHosts(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		if _, err := netip.ParseAddr(strings.Trim(n, "[]")); err == nil {
+			return nil, fmt.Errorf("%q is an address; the router's own addresses are served without naming them", n)
+		}
+		for _, r := range n {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				return nil, fmt.Errorf("%q: a host name has letters, digits, '-' and '.' only (no port)", n)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // close releases the port if start never ran, and waits (a while) for a
@@ -145,6 +170,8 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 		Users:      p.users,
 		TestServer: flagString(p.fs, "test-server"),
 		Log:        log,
+		TLS:        p.tls,
+		Hosts:      p.hosts,
 		Status: func(ctx context.Context) (any, error) {
 			connMu.Lock()
 			defer connMu.Unlock()

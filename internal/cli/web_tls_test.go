@@ -87,7 +87,7 @@ func TestWebHTTPS(t *testing.T) {
 	must(err)
 	users, err := web.LoadUsers(usersFile)
 	must(err)
-	srv := &web.Server{Users: users, ConfigPath: filepath.Join(dir, "no-config")}
+	srv := &web.Server{Users: users, ConfigPath: filepath.Join(dir, "no-config"), TLS: p.tls}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, p.ln) }()
@@ -134,6 +134,26 @@ func TestWebHTTPS(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode == http.StatusOK {
 			t.Error("plain HTTP got the page")
+		}
+	}
+}
+
+// TestHTTPHosts: --http-hosts (option http_hosts, a list is joined by
+// spaces) takes names, comma or space separated; an address or a port is
+// refused with the reason.
+func TestHTTPHosts(t *testing.T) {
+	got, err := httpHosts("router.example.com, gw.lan\tnas-1")
+	if err != nil || strings.Join(got, "|") != "router.example.com|gw.lan|nas-1" {
+		t.Errorf("names: %q %v", got, err)
+	}
+	for in, want := range map[string]string{
+		"192.168.1.1":     "is an address",
+		"[fd00::1]":       "is an address",
+		"router.lan:8080": "no port",
+		"a/b":             "letters, digits",
+	} {
+		if _, err := httpHosts(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %q", in, err, want)
 		}
 	}
 }
