@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jsimonetti/rtnetlink/v2"
+	"golang.org/x/sys/unix"
+
 	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/features"
@@ -67,7 +70,9 @@ type webPage struct {
 	ln    net.Listener
 	tls   *tls.Config
 	hosts []string
-	conn  *kernel.Conn
+	// wanPeer refuses clients on the shaped interfaces' side.
+	wanPeer func(netip.Addr) string
+	conn    *kernel.Conn
 	// tuning is set while a tune from the page holds the state lock.
 	tuning atomic.Bool
 }
@@ -92,6 +97,7 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err := web.CheckListen(addr, wan, ifaceAddrs); err != nil {
 		return nil, usageError("--http: %v", err)
 	}
+	wanPeer := wanPeerCheck(wan, routeDev)
 	users, err := web.LoadUsers(flagString(fs, "http-users"))
 	if err != nil {
 		return nil, fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
@@ -119,7 +125,54 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	}
 	// With tls the page is HTTPS only and its session cookie Secure
 	// (web.Server sets it when the request came over TLS).
-	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln, tls: tlsConf, hosts: hosts}, nil
+	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln, tls: tlsConf, hosts: hosts, wanPeer: wanPeer}, nil
+}
+
+// wanPeerCheck is the page's web.Server.WANPeer: the shaped interface
+// among wan through which the route to a client goes, or "". routeDev
+// says which device the kernel would send to an address; when it cannot
+// tell, the client is let in (the listen checks still hold).
+func wanPeerCheck(wan []string, routeDev func(netip.Addr) (string, error)) func(netip.Addr) string {
+	shaped := map[string]bool{}
+	for _, w := range wan {
+		shaped[w] = true
+	}
+	return func(a netip.Addr) string {
+		if a.IsLoopback() || len(shaped) == 0 {
+			return ""
+		}
+		dev, err := routeDev(a)
+		if err != nil || !shaped[dev] {
+			return ""
+		}
+		return dev
+	}
+}
+
+// routeDev asks the kernel for its route to a (RTM_GETROUTE, as `ip route
+// get` does) and names the route's device.
+func routeDev(a netip.Addr) (string, error) {
+	c, err := rtnetlink.Dial(nil)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	fam := uint8(unix.AF_INET)
+	if a.Is6() {
+		fam = unix.AF_INET6
+	}
+	rs, err := c.Route.Get(&rtnetlink.RouteMessage{Family: fam, DstLength: uint8(a.BitLen()), Attributes: rtnetlink.RouteAttributes{Dst: net.IP(a.AsSlice())}})
+	if err != nil {
+		return "", err
+	}
+	if len(rs) == 0 || rs[0].Attributes.OutIface == 0 {
+		return "", errors.New("no route")
+	}
+	ifi, err := net.InterfaceByIndex(int(rs[0].Attributes.OutIface))
+	if err != nil {
+		return "", err
+	}
+	return ifi.Name, nil
 }
 
 // httpHosts splits --http-hosts into names; an address or a name with a
@@ -172,6 +225,7 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 		Log:        log,
 		TLS:        p.tls,
 		Hosts:      p.hosts,
+		WANPeer:    p.wanPeer,
 		Status: func(ctx context.Context) (any, error) {
 			connMu.Lock()
 			defer connMu.Unlock()

@@ -11,11 +11,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +157,25 @@ func TestHTTPHosts(t *testing.T) {
 		if _, err := httpHosts(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", in, err, want)
 		}
+	}
+}
+
+// TestWANPeerCheck: a client whose route leaves through a shaped interface
+// is named; loopback, other devices and unknown routes are let in.
+func TestWANPeerCheck(t *testing.T) {
+	routes := map[string]string{"203.0.113.9": "pppoe-wan", "192.168.1.20": "br-lan", "2001:db8::9": "pppoe-wan"}
+	check := wanPeerCheck([]string{"pppoe-wan", "eth1"}, func(a netip.Addr) (string, error) {
+		if d, ok := routes[a.String()]; ok {
+			return d, nil
+		}
+		return "", errors.New("no route")
+	})
+	for a, want := range map[string]string{"203.0.113.9": "pppoe-wan", "2001:db8::9": "pppoe-wan", "192.168.1.20": "", "127.0.0.1": "", "198.51.100.1": ""} {
+		if got := check(netip.MustParseAddr(a)); got != want {
+			t.Errorf("%s: %q; want %q", a, got, want)
+		}
+	}
+	if got := wanPeerCheck(nil, nil)(netip.MustParseAddr("203.0.113.9")); got != "" {
+		t.Errorf("no shaped interfaces: %q", got)
 	}
 }

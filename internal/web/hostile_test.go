@@ -262,6 +262,27 @@ func TestServeConnCaps(t *testing.T) {
 	waitCount(0)
 }
 
+// TestServeWANPeer: a connection whose client the router reaches through
+// a shaped interface is closed unanswered; others are served.
+func TestServeWANPeer(t *testing.T) {
+	s := &Server{Users: testUsers(t), WANPeer: func(a netip.Addr) string {
+		if a == netip.MustParseAddr("127.0.0.5") {
+			return "wan0"
+		}
+		return ""
+	}}
+	addr := serve(t, s, limits{})
+	if !refusedAt(t, "127.0.0.5", addr) {
+		t.Error("a client on the WAN side was served")
+	}
+	lan := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.6")}}).DialContext}}
+	res, err := lan.Get("http://" + addr + "/")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("a LAN client: %v %v", res, err)
+	}
+	res.Body.Close()
+}
+
 func testUsers(t *testing.T) *Users {
 	t.Helper()
 	admin, _ := HashPassword("admin-secret")

@@ -42,6 +42,9 @@ type limitListener struct {
 	// refused, when set, is told of each connection closed at accept (for
 	// the log, rate-limited by the caller).
 	refused func(key netip.Prefix, why string)
+	// peer, when set, vets an admitted connection's remote address: a
+	// non-empty answer closes it with that reason (Server.WANPeer).
+	peer func(netip.Addr) string
 
 	mu    sync.Mutex
 	n     int
@@ -60,9 +63,23 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if lc := l.admit(c); lc != nil {
-			return lc, nil
+		lc := l.admit(c)
+		if lc == nil {
+			continue
 		}
+		if l.peer != nil {
+			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+				if why := l.peer(ap.Addr().Unmap()); why != "" {
+					reset(c)
+					lc.Close()
+					if l.refused != nil {
+						l.refused(lc.key, why)
+					}
+					continue
+				}
+			}
+		}
+		return lc, nil
 	}
 }
 
@@ -99,11 +116,7 @@ func (l *limitListener) admit(c net.Conn) *limitConn {
 		evict.Conn.Close()
 	}
 	if lc == nil {
-		// Reset rather than FIN: nothing lingers in the kernel for the
-		// peer to keep half-open.
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0)
-		}
+		reset(c)
 		c.Close()
 		if l.refused != nil {
 			l.refused(key, why)
@@ -158,4 +171,12 @@ func (c *limitConn) Close() error {
 		c.l.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// reset makes Close send a reset rather than a FIN: nothing lingers in the
+// kernel for the peer to keep half-open.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
 }

@@ -133,6 +133,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	lim := s.limits
 	ll := newLimitListener(ln, lim.maxConns, lim.maxPerClient)
 	ll.refused = s.refusedLog()
+	if s.WANPeer != nil {
+		ll.peer = func(a netip.Addr) string {
+			if dev := s.WANPeer(a); dev != "" {
+				return "client reached through " + dev + ", which sqm shapes (the WAN side)"
+			}
+			return ""
+		}
+	}
 	s.conns.Store(ll)
 	var inner net.Listener = ll
 	if s.TLS != nil {

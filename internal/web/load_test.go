@@ -142,6 +142,31 @@ func TestWebUnderLoad(t *testing.T) {
 	if _, code := loginAdmin(); code != 200 {
 		t.Fatalf("admin login before the load: %d", code)
 	}
+	// A host on the WAN side that routes the LAN address to the router
+	// reaches the listener (Linux takes a packet for any local address on
+	// any interface); the page closes its connection at once.
+	must(t, isp.AddRoute("10.79.0.0/24", "10.77.0.1", "isp0"))
+	var wanErr error
+	must(t, isp.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			wanErr = err
+			return nil
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(c)
+		if len(b) > 0 {
+			wanErr = fmt.Errorf("answered: %.40q", b)
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			wanErr = fmt.Errorf("kept open")
+		}
+		return nil
+	}))
+	if wanErr != nil && !strings.Contains(wanErr.Error(), "reset") {
+		t.Errorf("a WAN-side host connecting to the LAN address: %v; want the connection closed unanswered", wanErr)
+	}
 	for range 5 {
 		statusTime()
 	}
@@ -243,7 +268,10 @@ func TestWebUnderLoad(t *testing.T) {
 	}
 	stop()
 	var counts []string
-	guesses.Range(func(k, v any) bool { counts = append(counts, fmt.Sprintf("%v: %d", k, v.(*atomic.Int64).Load())); return true })
+	guesses.Range(func(k, v any) bool {
+		counts = append(counts, fmt.Sprintf("%v: %d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
 	t.Logf("daemon RSS idle %d KiB, under load at most %d KiB; descriptors idle %d, under load at most %d; guesses by status %v",
 		idleRSS, maxRSS, idleFDs, maxFDs, counts)
 	if maxRSS > 2*idleRSS {

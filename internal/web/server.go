@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -70,6 +71,14 @@ type Server struct {
 	Hosts []string
 	// TLS, when set, makes Serve speak HTTPS (HTTP/1.1) only.
 	TLS *tls.Config
+	// WANPeer, when set, is asked about each connection's remote address
+	// and names the shaped (WAN) interface the router reaches it through,
+	// or "": CheckListen keeps the page off the WAN's addresses, but
+	// Linux accepts a packet for the LAN address on any interface, so a
+	// host on the WAN side could reach the page unless the firewall drops
+	// it. Asked per connection, it follows routes and interfaces that
+	// come later.
+	WANPeer func(netip.Addr) string
 
 	ctx      context.Context // the daemon's, for work that outlives a request
 	sessions *sessions
