@@ -7,8 +7,13 @@
 // defeats the linker's dead-code removal, and a router binary pays for
 // every kilobyte.
 //
-// Security model: the server listens on loopback or a LAN address, never
-// on the shaped (WAN) interfaces' addresses (see CheckListen). Every API
+// Security model (docs/web.md): the server listens on loopback or a LAN
+// address, never on the shaped (WAN) interfaces' addresses (see
+// CheckListen), and closes connections from clients routed through them
+// (WANPeer). It caps connections per client and in total and bounds how
+// long a request may take (limits), answers only Host names of the router
+// (hostPolicy: DNS rebinding), and throttles failed logins per client
+// (throttle). Every API
 // call needs a session from a login with a password or token whose salted
 // PBKDF2 hash is in a users file; the session cookie is HttpOnly and
 // SameSite=Strict, and every change also needs the session's CSRF token in
