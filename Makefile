@@ -9,7 +9,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router full clean install install-openwrt fresh-check bench-tune bench-policer
+.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router full clean install install-openwrt fresh-check bench-tune bench-policer bench-web
 
 all: build
 
@@ -138,6 +138,11 @@ bench-policer: build
 .PHONY: bench-cpu
 bench-cpu:
 	sh scripts/bench-cpu.sh -m both
+
+# The web page under load (issue 25; root, namespaces on the host): 1,000
+# stalled connections and a password guesser, the admin's login within 1 s.
+bench-web:
+	SQM_WEB_LOAD_CONNS=1000 SQM_WEB_LOAD_BENCH=1 $(GO) test -count=1 -v -run '^TestWebUnderLoad$$' ./internal/web
 
 # `make demo` and `make test` as a newcomer runs them: on a fresh Debian 12
 # root (debootstrap, cached), Go copied in, HEAD cloned, as root in a

@@ -75,6 +75,7 @@ The settings can also be given in the config file, in a section
   	option test_server '192.0.2.7'          # --test-server
   	option http_cert '/etc/uhttpd.crt'      # --http-cert: HTTPS (PEM or DER)
   	option http_key '/etc/uhttpd.key'       # --http-key
+  	option http_hosts 'router.example.com'  # --http-hosts: more names
 
 The web page (--http ADDR): the queues at a glance (applied, link up, rates,
 recipe, last error, drift) with live counters, cake's per-tin statistics
@@ -88,9 +89,27 @@ the section as sqm tune writes them and applies. While a tune from the page
 runs it holds the state lock: the daemon's own operations are skipped
 (logged) and the config is reloaded when it ends. A bare PORT listens on
 127.0.0.1; the wildcard address and the shaped interfaces' addresses are
-refused. Logins are the --http-users file's lines ("admin HASH" or "read
+refused, and so is every connection from a client the router reaches
+through a shaped interface (the WAN side; checked per connection). Logins are the --http-users file's lines ("admin HASH" or "read
 HASH", from sqm passwd). With --http-cert and --http-key the page is HTTPS
-only (and its session cookie Secure); OpenWrt's uhttpd pair will do. Prometheus metrics are at /metrics without login.
+only (and its session cookie Secure); OpenWrt's uhttpd pair will do;
+without them the password crosses the LAN in clear. Prometheus metrics are
+at /metrics without login.
+
+The page assumes a hostile LAN and hostile pages in LAN browsers. It
+answers only requests whose Host names the router: its addresses,
+localhost, its host name (also with .lan and resolv.conf's domains) and the
+--http-hosts names; any other gets 421 (a page elsewhere that points its
+own name at the router, DNS rebinding, reads nothing, /metrics included).
+Each client (an IPv4 address or an IPv6 /64) holds at most 16 connections,
+all together 128 (at that cap the biggest holder's oldest makes room); a
+request's headers must arrive within 10 s and its body within 20 s. After
+three failed logins a client waits 1 s before its next login is checked,
+doubling to 2 minutes, and logins from other clients are not delayed;
+failures are logged at most once a minute per client. Sessions end after
+an hour unused and 12 hours after the login; read-only and admin logins
+have 32 places each. The config API changes only queue sections, at most
+64 options at a time. See docs/web.md.
 
 Example:
 
@@ -291,6 +310,7 @@ func daemonOptions() []struct{ option, flag, kind string } {
 		{"http_users", "http-users", "string"},
 		{"http_cert", "http-cert", "string"},
 		{"http_key", "http-key", "string"},
+		{"http_hosts", "http-hosts", "string"},
 		{"test_server", "test-server", "string"},
 	}
 }

@@ -11,9 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jsimonetti/rtnetlink/v2"
+	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
 	"sqm/internal/config"
@@ -35,6 +39,7 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("test-server", "", "the 'sqm server' the page's bufferbloat test uses by default (host[:port])")
 	fs.String("http-cert", "", "serve the page over HTTPS with this certificate `file` (PEM or DER; with --http-key; e.g. uhttpd's /etc/uhttpd.crt)")
 	fs.String("http-key", "", "the certificate's private key `file` (PEM or DER; e.g. /etc/uhttpd.key)")
+	fs.String("http-hosts", "", "more `names` the page answers to (comma or space separated), beyond its addresses, localhost and the host name; others get 421 (DNS rebinding)")
 }
 
 // webStatusDoc is the page's status: `sqm status --json`'s document plus
@@ -63,7 +68,11 @@ type webPage struct {
 	cfg   string
 	users *web.Users
 	ln    net.Listener
-	conn  *kernel.Conn
+	tls   *tls.Config
+	hosts []string
+	// wanPeer refuses clients on the shaped interfaces' side.
+	wanPeer func(netip.Addr) string
+	conn    *kernel.Conn
 	// tuning is set while a tune from the page holds the state lock.
 	tuning atomic.Bool
 }
@@ -95,6 +104,7 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err := web.CheckListen(addr, wan, ifaceAddrs); err != nil {
 		return nil, usageError("--http: %v", err)
 	}
+	wanPeer := wanPeerCheck(wan, routeDev)
 	users, err := web.LoadUsers(flagString(fs, "http-users"))
 	if err != nil {
 		return nil, fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
@@ -115,12 +125,80 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	if tlsConf != nil {
-		// The session cookie is then marked Secure (web.Server sets it
-		// when the request came over TLS).
-		ln = tls.NewListener(ln, tlsConf)
+	hosts, err := httpHosts(flagString(fs, "http-hosts"))
+	if err != nil {
+		ln.Close()
+		return nil, usageError("--http-hosts: %v", err)
 	}
-	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln}, nil
+	// With tls the page is HTTPS only and its session cookie Secure
+	// (web.Server sets it when the request came over TLS).
+	return &webPage{env: env, fs: fs, cfg: cfgPath, users: users, ln: ln, tls: tlsConf, hosts: hosts, wanPeer: wanPeer}, nil
+}
+
+// wanPeerCheck is the page's web.Server.WANPeer: the shaped interface
+// among wan through which the route to a client goes, or "". routeDev
+// says which device the kernel would send to an address; when it cannot
+// tell, the client is let in (the listen checks still hold).
+func wanPeerCheck(wan []string, routeDev func(netip.Addr) (string, error)) func(netip.Addr) string {
+	shaped := map[string]bool{}
+	for _, w := range wan {
+		shaped[w] = true
+	}
+	return func(a netip.Addr) string {
+		if a.IsLoopback() || len(shaped) == 0 {
+			return ""
+		}
+		dev, err := routeDev(a)
+		if err != nil || !shaped[dev] {
+			return ""
+		}
+		return dev
+	}
+}
+
+// routeDev asks the kernel for its route to a (RTM_GETROUTE, as `ip route
+// get` does) and names the route's device.
+func routeDev(a netip.Addr) (string, error) {
+	c, err := rtnetlink.Dial(nil)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	fam := uint8(unix.AF_INET)
+	if a.Is6() {
+		fam = unix.AF_INET6
+	}
+	rs, err := c.Route.Get(&rtnetlink.RouteMessage{Family: fam, DstLength: uint8(a.BitLen()), Attributes: rtnetlink.RouteAttributes{Dst: net.IP(a.AsSlice())}})
+	if err != nil {
+		return "", err
+	}
+	if len(rs) == 0 || rs[0].Attributes.OutIface == 0 {
+		return "", errors.New("no route")
+	}
+	ifi, err := net.InterfaceByIndex(int(rs[0].Attributes.OutIface))
+	if err != nil {
+		return "", err
+	}
+	return ifi.Name, nil
+}
+
+// httpHosts splits --http-hosts into names; an address or a name with a
+// port is refused (the router's addresses are served anyway, and the
+// port does not matter).
+func httpHosts(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		if _, err := netip.ParseAddr(strings.Trim(n, "[]")); err == nil {
+			return nil, fmt.Errorf("%q is an address; the router's own addresses are served without naming them", n)
+		}
+		for _, r := range n {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				return nil, fmt.Errorf("%q: a host name has letters, digits, '-' and '.' only (no port)", n)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // close releases the port if start never ran, and waits (a while) for a
@@ -152,6 +230,9 @@ func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- serv
 		Users:      p.users,
 		TestServer: flagString(p.fs, "test-server"),
 		Log:        log,
+		TLS:        p.tls,
+		Hosts:      p.hosts,
+		WANPeer:    p.wanPeer,
 		Status: func(ctx context.Context) (any, error) {
 			connMu.Lock()
 			defer connMu.Unlock()

@@ -19,6 +19,7 @@ func webFlags(fs *flag.FlagSet) {
 	fs.String("test-server", "", "not in this build (built with -tags sqm_noweb)")
 	fs.String("http-cert", "", "not in this build (built with -tags sqm_noweb)")
 	fs.String("http-key", "", "not in this build (built with -tags sqm_noweb)")
+	fs.String("http-hosts", "", "not in this build (built with -tags sqm_noweb)")
 }
 
 type webPage struct{}

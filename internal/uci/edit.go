@@ -26,71 +26,142 @@ const errNotEdits = "edit it by hand"
 // options sqm does not know included, is kept, which `uci commit` does not
 // do (it rewrites the file from its parsed form and drops comments).
 //
-// Each edit is checked by parsing the result and comparing it with the
-// parsed original changed in memory; a file where a textual edit would
-// mean anything else (the option set twice, in a list, on a line shared
-// with other commands) is refused with an error naming the line.
+// The edits take effect in order, as if made one after the other. The
+// result is checked by parsing it and comparing it with the parsed
+// original changed in memory; a file where a textual edit would mean
+// anything else (the option set twice, in a list, on a line shared with
+// other commands) is refused with an error naming the line or option.
+// src is parsed twice whatever the number of edits (once as it is, once
+// edited): a request with many options costs in proportion to them, not
+// to their square.
 func Apply(name string, src []byte, edits []Edit) ([]byte, error) {
-	for _, e := range edits {
-		var err error
-		if src, err = apply1(name, src, e); err != nil {
-			return nil, err
-		}
-	}
-	return src, nil
-}
-
-func apply1(name string, src []byte, e Edit) ([]byte, error) {
-	if !validName(e.Option) {
-		return nil, fmt.Errorf("%s: option name %q: use letters, digits and _", name, e.Option)
-	}
-	if strings.ContainsAny(e.Value, "\x00\n\r") {
-		return nil, fmt.Errorf("%s: option %s: a value with a line break or NUL is not written", name, e.Option)
-	}
 	before, err := Parse(name, bytes.NewReader(src))
 	if err != nil {
 		return nil, err
 	}
-	sec := before.Lookup(e.Section)
-	if sec == nil || e.Section == "" {
-		return nil, fmt.Errorf("%s: no section %q", name, e.Section)
-	}
 	lines := strings.SplitAfter(string(src), "\n")
-	opt := sec.Option(e.Option)
-	switch {
-	case opt != nil && opt.IsList:
-		return nil, fmt.Errorf("%s:%d: %s is a list; %s", name, opt.Line, e.Option, errNotEdits)
-	case opt != nil:
-		i := opt.Line - 1
-		body, nl := splitNL(lines[i])
-		m, ok := matchOption(body)
-		if !ok || m.name != e.Option {
-			return nil, fmt.Errorf("%s:%d: option %s is not alone on its line; %s", name, opt.Line, e.Option, errNotEdits)
+	// inserts[i] are the new lines that go before lines[i].
+	inserts := map[int][]*string{}
+	type optState struct {
+		line   int         // index in lines of the option's own line, -1: none (or removed)
+		m      optionMatch // the option line cut in its parts
+		nl     string
+		insert *string // the line added for it, nil: none (or removed)
+	}
+	type secState struct {
+		opts     map[string]*optState
+		at       int // where new options go, and their indentation
+		indent   string
+		atErr    error
+		atDone   bool
+		expected []*Option      // the section's options as the edits leave them (nil: removed)
+		index    map[string]int // where in expected each option is
+	}
+	secs := map[*Section]*secState{}
+	for _, e := range edits {
+		if !validName(e.Option) {
+			return nil, fmt.Errorf("%s: option name %q: use letters, digits and _", name, e.Option)
+		}
+		if strings.ContainsAny(e.Value, "\x00\n\r") {
+			return nil, fmt.Errorf("%s: option %s: a value with a line break or NUL is not written", name, e.Option)
+		}
+		sec := before.Lookup(e.Section)
+		if sec == nil || e.Section == "" {
+			return nil, fmt.Errorf("%s: no section %q", name, e.Section)
+		}
+		ss := secs[sec]
+		if ss == nil {
+			ss = &secState{opts: map[string]*optState{}, expected: append([]*Option(nil), sec.Options...), index: map[string]int{}}
+			for i, o := range sec.Options {
+				if _, dup := ss.index[o.Name]; !dup {
+					ss.index[o.Name] = i
+				}
+			}
+			secs[sec] = ss
+		}
+		st := ss.opts[e.Option]
+		if st == nil {
+			st = &optState{line: -1}
+			if i, ok := ss.index[e.Option]; ok {
+				opt := sec.Options[i]
+				if opt.IsList {
+					return nil, fmt.Errorf("%s:%d: %s is a list; %s", name, opt.Line, e.Option, errNotEdits)
+				}
+				body, nl := splitNL(lines[opt.Line-1])
+				m, ok := matchOption(body)
+				if !ok || m.name != e.Option {
+					return nil, fmt.Errorf("%s:%d: option %s is not alone on its line; %s", name, opt.Line, e.Option, errNotEdits)
+				}
+				st.line, st.m, st.nl = opt.Line-1, m, nl
+			}
+			ss.opts[e.Option] = st
 		}
 		switch {
+		case st.line >= 0 && e.Value != "":
+			lines[st.line] = st.m.prefix + quote(e.Value) + st.m.trail + st.nl
+		case st.line >= 0:
+			if c := strings.TrimSpace(st.m.trail); c != "" {
+				// Keep the comment that explained the option.
+				lines[st.line] = indent(st.m.prefix) + c + st.nl
+			} else {
+				lines[st.line] = ""
+			}
+			st.line = -1
+		case st.insert != nil && e.Value != "":
+			*st.insert = ss.indent + "option " + e.Option + " " + quote(e.Value) + "\n"
+		case st.insert != nil:
+			*st.insert = ""
+			st.insert = nil
 		case e.Value != "":
-			lines[i] = m.prefix + quote(e.Value) + m.trail + nl
-		case strings.TrimSpace(m.trail) != "":
-			// Keep the comment that explained the option.
-			lines[i] = indent(body) + strings.TrimSpace(m.trail) + nl
-		default:
-			lines[i] = ""
+			if !ss.atDone {
+				ss.at, ss.indent, ss.atErr = insertPoint(name, sec, lines)
+				ss.atDone = true
+			}
+			if ss.atErr != nil {
+				return nil, ss.atErr
+			}
+			ins := ss.indent + "option " + e.Option + " " + quote(e.Value) + "\n"
+			st.insert = &ins
+			inserts[ss.at] = append(inserts[ss.at], st.insert)
 		}
-	case e.Value == "":
-		return src, nil // removing what is not there
-	default:
-		at, indent, err := insertPoint(name, sec, lines)
-		if err != nil {
-			return nil, err
+		// The same change in memory, for verify.
+		i, ok := ss.index[e.Option]
+		switch {
+		case ok && e.Value != "":
+			ss.expected[i] = &Option{Name: e.Option, Values: []Value{{Text: e.Value}}}
+		case ok:
+			ss.expected[i] = nil
+			delete(ss.index, e.Option)
+		case e.Value != "":
+			ss.index[e.Option] = len(ss.expected)
+			ss.expected = append(ss.expected, &Option{Name: e.Option, Values: []Value{{Text: e.Value}}})
 		}
-		if at > 0 && !strings.HasSuffix(lines[at-1], "\n") {
-			lines[at-1] += "\n"
-		}
-		ins := indent + "option " + e.Option + " " + quote(e.Value) + "\n"
-		lines = append(lines[:at], append([]string{ins}, lines[at:]...)...)
 	}
-	out := []byte(strings.Join(lines, ""))
-	if err := verify(name, before, out, e); err != nil {
+	var b strings.Builder
+	b.Grow(len(src) + 64*len(edits))
+	for i := 0; i <= len(lines); i++ {
+		if ins := inserts[i]; len(ins) > 0 {
+			if s := b.String(); s != "" && !strings.HasSuffix(s, "\n") {
+				b.WriteString("\n")
+			}
+			for _, l := range ins {
+				b.WriteString(*l)
+			}
+		}
+		if i < len(lines) {
+			b.WriteString(lines[i])
+		}
+	}
+	out := []byte(b.String())
+	for sec, ss := range secs {
+		sec.Options = sec.Options[:0]
+		for _, o := range ss.expected {
+			if o != nil {
+				sec.Options = append(sec.Options, o)
+			}
+		}
+	}
+	if err := verify(name, before, out, edits); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -119,36 +190,34 @@ func insertPoint(name string, sec *Section, lines []string) (int, string, error)
 	return sec.Line, "\t", nil
 }
 
-// verify checks that out parses to before with exactly e applied.
-func verify(name string, before *File, out []byte, e Edit) error {
+// verify checks that out parses to want (before with the edits made in
+// memory). A difference is blamed on the first edit whose option differs.
+func verify(name string, want *File, out []byte, edits []Edit) error {
 	after, err := Parse(name, bytes.NewReader(out))
 	if err != nil {
 		return fmt.Errorf("%s: the edited file would not parse (%v); %s", name, err, errNotEdits)
 	}
-	sec := before.Lookup(e.Section)
-	var opts []*Option
-	found := false
-	for _, o := range sec.Options {
-		if o.Name != e.Option {
-			opts = append(opts, o)
-			continue
+	var w, g bytes.Buffer
+	want.Export(&w)
+	after.Export(&g)
+	if w.String() == g.String() {
+		return nil
+	}
+	blame := "these options"
+	for _, e := range edits {
+		ws, gs := want.Lookup(e.Section), after.Lookup(e.Section)
+		if gs == nil {
+			blame = e.Section + "." + e.Option
+			break
 		}
-		found = true
-		if e.Value != "" {
-			opts = append(opts, &Option{Name: o.Name, Values: []Value{{Text: e.Value}}})
+		wv, wok := ws.Get(e.Option)
+		gv, gok := gs.Get(e.Option)
+		if wv != gv || wok != gok {
+			blame = e.Section + "." + e.Option
+			break
 		}
 	}
-	if !found && e.Value != "" {
-		opts = append(opts, &Option{Name: e.Option, Values: []Value{{Text: e.Value}}})
-	}
-	sec.Options = opts
-	var want, got bytes.Buffer
-	before.Export(&want)
-	after.Export(&got)
-	if want.String() != got.String() {
-		return fmt.Errorf("%s: setting %s.%s by editing its line would change more than that option (is it set twice?); %s", name, e.Section, e.Option, errNotEdits)
-	}
-	return nil
+	return fmt.Errorf("%s: setting %s by editing its line would change more than that option (is it set twice?); %s", name, blame, errNotEdits)
 }
 
 func splitNL(line string) (body, nl string) {

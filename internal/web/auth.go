@@ -162,22 +162,34 @@ func (u *Users) Check(pw string) (Role, bool) {
 type session struct {
 	role    Role
 	csrf    string
-	expires time.Time
+	created time.Time // the login: the session ends sessionLife after it
+	used    time.Time // the last request: it ends sessionIdle after it
 }
 
 // sessions is an in-memory table; a daemon restart logs everyone out, which
-// is acceptable for a router page and keeps secrets off the flash.
+// is acceptable for a router page and keeps secrets off the flash. Each
+// role has its own room of maxSessionsPerRole: when a role's room is full
+// a login drops that role's least recently used session, so read-only
+// logins (a token on a wall display, or a leaked one) never push out an
+// admin's session.
 type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session
-	ttl time.Duration
-	now func() time.Time
+	mu         sync.Mutex
+	m          map[string]*session
+	idle, life time.Duration
+	now        func() time.Time
 }
 
-const maxSessions = 64
+const (
+	maxSessionsPerRole = 32
+	// sessionIdle ends a session nobody uses (a closed tab); sessionLife
+	// ends every session, however busy: an open page polls every few
+	// seconds, and a stolen cookie must not work for ever.
+	sessionIdle = time.Hour
+	sessionLife = 12 * time.Hour
+)
 
-func newSessions() *sessions {
-	return &sessions{m: map[string]*session{}, ttl: 12 * time.Hour, now: time.Now}
+func newSessions(now func() time.Time) *sessions {
+	return &sessions{m: map[string]*session{}, idle: sessionIdle, life: sessionLife, now: now}
 }
 
 func randomToken() string {
@@ -188,27 +200,34 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+func (s *sessions) expired(v *session, now time.Time) bool {
+	return now.Sub(v.used) > s.idle || now.Sub(v.created) > s.life
+}
+
 func (s *sessions) create(r Role) (id string, ses *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	n := 0
+	var lru string
 	for k, v := range s.m {
-		if now.After(v.expires) {
+		if s.expired(v, now) {
 			delete(s.m, k)
+			continue
+		}
+		if v.role != r {
+			continue
+		}
+		n++
+		if lru == "" || v.used.Before(s.m[lru].used) {
+			lru = k
 		}
 	}
-	if len(s.m) >= maxSessions {
-		// Drop the one closest to expiry rather than refusing logins.
-		var oldest string
-		for k, v := range s.m {
-			if oldest == "" || v.expires.Before(s.m[oldest].expires) {
-				oldest = k
-			}
-		}
-		delete(s.m, oldest)
+	if n >= maxSessionsPerRole {
+		delete(s.m, lru)
 	}
 	id = randomToken()
-	ses = &session{role: r, csrf: randomToken(), expires: now.Add(s.ttl)}
+	ses = &session{role: r, csrf: randomToken(), created: now, used: now}
 	s.m[id] = ses
 	return id, ses
 }
@@ -220,11 +239,12 @@ func (s *sessions) get(id string) *session {
 	if ses == nil {
 		return nil
 	}
-	if s.now().After(ses.expires) {
+	now := s.now()
+	if s.expired(ses, now) {
 		delete(s.m, id)
 		return nil
 	}
-	ses.expires = s.now().Add(s.ttl) // sliding expiry while the page polls
+	ses.used = now
 	c := *ses
 	return &c
 }

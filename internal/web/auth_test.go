@@ -40,23 +40,62 @@ func TestHashAndUsers(t *testing.T) {
 	}
 }
 
+// TestSessionsExpire: a session ends sessionIdle after its last use, and
+// sessionLife after the login however often it is used (an open page polls
+// every few seconds: with only the idle expiry it would never end).
 func TestSessionsExpire(t *testing.T) {
-	s := newSessions()
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s := newSessions(func() time.Time { return now })
 	id, ses := s.create(RoleRead)
 	if g := s.get(id); g == nil || g.csrf != ses.csrf {
 		t.Fatal("fresh session not found")
 	}
-	now = now.Add(s.ttl + time.Second)
+	now = now.Add(s.idle + time.Second)
 	if s.get(id) != nil {
-		t.Error("expired session still valid")
+		t.Error("idle session still valid")
 	}
-	for i := 0; i < maxSessions+5; i++ {
+
+	// A page polling every 5 s: valid until the absolute lifetime.
+	id, _ = s.create(RoleAdmin)
+	login := now
+	for now.Sub(login) < s.life-5*time.Second {
+		now = now.Add(5 * time.Second)
+		if s.get(id) == nil {
+			t.Fatalf("polled session ended %v after login; want %v", now.Sub(login), s.life)
+		}
+	}
+	now = login.Add(s.life + time.Second)
+	if s.get(id) != nil {
+		t.Errorf("session polled every 5 s still valid %v after login; lifetime is %v", now.Sub(login), s.life)
+	}
+}
+
+// TestSessionsRolesApart: read-only logins fill only their own room; the
+// admin's session survives any number of them. Before the fix 64 read-only
+// logins evicted it.
+func TestSessionsRolesApart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSessions(func() time.Time { return now })
+	admin, _ := s.create(RoleAdmin)
+	for i := 0; i < 10*maxSessionsPerRole; i++ {
+		now = now.Add(time.Second)
+		s.create(RoleRead)
+	}
+	if s.get(admin) == nil {
+		t.Fatalf("%d read-only logins evicted the admin's session", 10*maxSessionsPerRole)
+	}
+	if len(s.m) != maxSessionsPerRole+1 {
+		t.Errorf("%d sessions kept; want %d read-only and the admin's", len(s.m), maxSessionsPerRole)
+	}
+	// Within a role the least recently used goes: the first admin
+	// session, used just now, stays while others are added.
+	for i := 0; i < maxSessionsPerRole; i++ {
+		now = now.Add(time.Second)
 		s.create(RoleAdmin)
+		s.get(admin)
 	}
-	if len(s.m) > maxSessions {
-		t.Errorf("%d sessions kept; cap is %d", len(s.m), maxSessions)
+	if s.get(admin) == nil {
+		t.Error("the admin session in use was evicted by newer admin logins")
 	}
 }
 

@@ -95,11 +95,18 @@ type saveReply struct {
 	RolledBack bool         `json:"rolled_back,omitempty"`
 }
 
-// postConfig changes options of one section, adds a section (disabled,
+// maxSetOptions bounds the options one change may set: the form has
+// fewer than 50, and each costs work under cfgMu.
+const maxSetOptions = 64
+
+// postConfig changes options of one queue section, adds one (disabled,
 // for the user to fill in) or deletes one: edited in the file's text
 // (comments and unknown options stay), checked with the CLI's own parser
 // and planner, written, and applied by the daemon; if the kernel refuses
-// it, the old file is put back and re-applied.
+// it, the old file is put back and re-applied. Only queue sections, what
+// the page shows: the daemon's own section (its listen address, logins,
+// certificate) or another package's could lock the owner out or stop the
+// next daemon start, which stops the shaping.
 func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) {
 	var req struct {
 		Section string            `json:"section"`
@@ -120,6 +127,10 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		jsonError(w, http.StatusBadRequest, "give exactly one of set (with section), add, or delete (with section)")
 		return
 	}
+	if len(req.Set) > maxSetOptions {
+		jsonError(w, http.StatusBadRequest, fmt.Sprintf("%d options in one change; at most %d", len(req.Set), maxSetOptions))
+		return
+	}
 	if s.tuning() {
 		// The tune holds the shaping (and the state lock the daemon
 		// applies under) until it ends: the change could not be applied.
@@ -132,6 +143,12 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 	if err != nil {
 		jsonError(w, http.StatusInternalServerError, err.Error())
 		return
+	}
+	if req.Add == "" {
+		if code, msg := queueSection(s.ConfigPath, old, req.Section); msg != "" {
+			writeJSON(w, code, saveReply{Errors: []fieldError{{Section: req.Section, Message: msg}}})
+			return
+		}
 	}
 	var nu []byte
 	var what string
@@ -161,6 +178,23 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 	}
 	code, rep := s.commit(r.Context(), req.Section, old, nu, what)
 	writeJSON(w, code, rep)
+}
+
+// queueSection checks that ref names a queue section of src; otherwise
+// the status and message to refuse the change with.
+func queueSection(name string, src []byte, ref string) (int, string) {
+	u, err := uci.Parse(name, bytes.NewReader(src))
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
+	sec := u.Lookup(ref)
+	if sec == nil || ref == "" {
+		return http.StatusBadRequest, fmt.Sprintf("%s: no section %q", name, ref)
+	}
+	if sec.Type != "queue" {
+		return http.StatusForbidden, fmt.Sprintf("%s:%d: section %s is a %q section; the page changes only queue sections (edit the daemon's own settings on the router)", name, sec.Line, ref, sec.Type)
+	}
+	return 0, ""
 }
 
 // commit replaces the config file's text old with nu, after the checks

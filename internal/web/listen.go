@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -73,15 +75,88 @@ func CheckListen(hostport string, wan []string, addrsOf func(iface string) ([]ne
 	return nil
 }
 
-// Serve runs the page on ln until ctx is done.
+// limits bound what one client, and all of them together, can hold of the
+// daemon that keeps the WAN shaped. Each connection costs a goroutine and
+// a few KiB of buffers; a LAN host that opens thousands and sends nothing,
+// or sends headers and then stalls the body, must not pile them up.
+type limits struct {
+	// readHeader bounds the time from a connection's first byte (or a
+	// TLS handshake) to the end of a request's headers; read, to the end
+	// of its body (bodies are at most 64 KiB of JSON); write, the time
+	// to answer it; idle, a kept-alive connection's wait for its next
+	// request.
+	readHeader, read, write, idle time.Duration
+	// maxConns and maxPerClient cap the connections held (clientKey:
+	// IPv6 counts by /64); a browser opens about six per host.
+	maxConns, maxPerClient int
+	maxHeaderBytes         int
+}
+
+var defaultLimits = limits{
+	readHeader: 10 * time.Second, read: 20 * time.Second,
+	// A config change waits for the daemon to apply it (its lock wait is
+	// 10 s); tests and tunes answer at once and run on.
+	write: time.Minute, idle: time.Minute,
+	maxConns: 128, maxPerClient: 16, maxHeaderBytes: 8 << 10,
+}
+
+func (l limits) orDefaults() limits {
+	d := defaultLimits
+	pick := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	pick(&l.readHeader, d.readHeader)
+	pick(&l.read, d.read)
+	pick(&l.write, d.write)
+	pick(&l.idle, d.idle)
+	if l.maxConns == 0 {
+		l.maxConns = d.maxConns
+	}
+	if l.maxPerClient == 0 {
+		l.maxPerClient = d.maxPerClient
+	}
+	if l.maxHeaderBytes == 0 {
+		l.maxHeaderBytes = d.maxHeaderBytes
+	}
+	return l
+}
+
+// Serve runs the page on ln until ctx is done. ln is a plain TCP
+// listener: Serve caps its connections (limitListener) below TLS, so a
+// connection over the caps costs no handshake.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.listen = ln.Addr().String()
+	s.once.Do(s.init)
 	s.ctx = ctx
+	lim := s.limits
+	ll := newLimitListener(ln, lim.maxConns, lim.maxPerClient)
+	ll.refused = s.refusedLog()
+	if s.WANPeer != nil {
+		ll.peer = func(a netip.Addr) string {
+			if dev := s.WANPeer(a); dev != "" {
+				return "client reached through " + dev + ", which sqm shapes (the WAN side)"
+			}
+			return ""
+		}
+	}
+	s.conns.Store(ll)
+	var inner net.Listener = ll
+	if s.TLS != nil {
+		inner = tls.NewListener(ll, s.TLS)
+	}
 	srv := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    lim.maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// HTTP/1.1 only: HTTP/2 would let one connection hold 100 or
+		// more streams, each with its own goroutine and buffers.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		// The server's own complaints (a LAN scanner's broken TLS
 		// handshake, a client gone mid-request) are no daemon errors.
 		ErrorLog: slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
@@ -96,10 +171,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		case <-done:
 		}
 	}()
-	err := srv.Serve(ln)
+	err := srv.Serve(inner)
 	close(done)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// refusedLog logs connections closed at the caps: the first of each
+// minute, with how many the minute before had, so a flood is one line a
+// minute.
+func (s *Server) refusedLog() func(netip.Prefix, string) {
+	var mu sync.Mutex
+	var at time.Time
+	n := 0
+	return func(key netip.Prefix, why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if now := s.clock(); at.IsZero() || now.Sub(at) >= logEvery {
+			s.log().Warn("web: connections refused", "client", key.String(), "why", why, "refused", n, "note", "at most one line a minute")
+			at, n = now, 0
+		}
+	}
 }

@@ -7,8 +7,13 @@
 // defeats the linker's dead-code removal, and a router binary pays for
 // every kilobyte.
 //
-// Security model: the server listens on loopback or a LAN address, never
-// on the shaped (WAN) interfaces' addresses (see CheckListen). Every API
+// Security model (docs/web.md): the server listens on loopback or a LAN
+// address, never on the shaped (WAN) interfaces' addresses (see
+// CheckListen), and closes connections from clients routed through them
+// (WANPeer). It caps connections per client and in total and bounds how
+// long a request may take (limits), answers only Host names of the router
+// (hostPolicy: DNS rebinding), and throttles failed logins per client
+// (throttle). Every API
 // call needs a session from a login with a password or token whose salted
 // PBKDF2 hash is in a users file; the session cookie is HttpOnly and
 // SameSite=Strict, and every change also needs the session's CSRF token in
@@ -22,12 +27,18 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sqm/internal/bloat"
@@ -60,25 +71,43 @@ type Server struct {
 	// Metrics is mounted at /metrics when set (Prometheus text format).
 	Metrics http.Handler
 	Log     *slog.Logger
+	// Hosts are the names, beyond the router's own (see hostPolicy), that
+	// the page answers to in the Host header (--http-hosts).
+	Hosts []string
+	// TLS, when set, makes Serve speak HTTPS (HTTP/1.1) only.
+	TLS *tls.Config
+	// WANPeer, when set, is asked about each connection's remote address
+	// and names the shaped (WAN) interface the router reaches it through,
+	// or "": CheckListen keeps the page off the WAN's addresses, but
+	// Linux accepts a packet for the LAN address on any interface, so a
+	// host on the WAN side could reach the page unless the firewall drops
+	// it. Asked per connection, it follows routes and interfaces that
+	// come later.
+	WANPeer func(netip.Addr) string
 
 	ctx      context.Context // the daemon's, for work that outlives a request
 	sessions *sessions
-	loginMu  sync.Mutex // serialises logins: failed guesses cost time
-	cfgMu    sync.Mutex // one config change at a time
-	test     testRunner
-	tune     tuneRunner
-	busyMu   sync.Mutex
-	busy     string // "test" or "tune": what loads the link now (claim)
-	once     sync.Once
-	mux      *http.ServeMux
+	throttle *throttle
+	hosts    *hostPolicy
+	conns    atomic.Pointer[limitListener] // Serve's, nil under httptest
+	listen   string                        // Serve's listen address
+	limits   limits
+	// clock is time.Now; tests step it. check is Users.Check; tests
+	// hold it to have a login in flight.
+	clock  func() time.Time
+	check  func(pw string) (Role, bool)
+	cfgMu  sync.Mutex // one config change at a time
+	test   testRunner
+	tune   tuneRunner
+	busyMu sync.Mutex
+	busy   string // "test" or "tune": what loads the link now (claim)
+	once   sync.Once
+	mux    *http.ServeMux
 }
 
 const (
 	cookieName = "sqm_session"
 	csrfHeader = "X-CSRF-Token"
-	// failDelay is spent on every failed login, under loginMu: at most a
-	// few guesses a second whatever the number of connections.
-	failDelay = 500 * time.Millisecond
 )
 
 func (s *Server) base() context.Context {
@@ -103,11 +132,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
+	if !s.hosts.allowed(r.Host) {
+		refuseHost(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
+// refuseHost answers a request for a name the router does not answer to:
+// most likely a page elsewhere that pointed its own name at the router
+// (DNS rebinding), or a name the admin has not added with --http-hosts.
+func refuseHost(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Host == "" {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintln(w, "sqm: the request names no host (no Host header); this page answers only requests for the router's own names and addresses")
+		return
+	}
+	w.WriteHeader(http.StatusMisdirectedRequest)
+	fmt.Fprintf(w, "sqm: this router's page does not answer to the name %q (a page elsewhere may have pointed that name at the router: DNS rebinding). Use the router's address or host name, or add the name with --http-hosts (option http_hosts).\n", r.Host)
+}
+
 func (s *Server) init() {
-	s.sessions = newSessions()
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.check == nil {
+		s.check = func(pw string) (Role, bool) {
+			if s.Users == nil {
+				return "", false
+			}
+			return s.Users.Check(pw)
+		}
+	}
+	s.limits = s.limits.orDefaults()
+	s.sessions = newSessions(s.clock)
+	s.throttle = newThrottle(s.clock, s.log())
+	hostname, _ := os.Hostname()
+	s.hosts = newHostPolicy(s.listen, hostname, searchDomains("/etc/resolv.conf"), s.Hosts, interfaceAddrs, s.clock)
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", s.asset("index.html"))
 	m.HandleFunc("GET /app.js", s.asset("app.js"))
@@ -212,17 +275,19 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	s.loginMu.Lock()
+	key := remoteKey(r.RemoteAddr)
+	if ok, wait, why := s.throttle.begin(key); !ok {
+		secs := max(1, int((wait+time.Second-1)/time.Second))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		jsonError(w, http.StatusTooManyRequests, fmt.Sprintf("%s: try again in %d s", why, secs))
+		return
+	}
 	role, ok := Role(""), false
-	if s.Users != nil {
-		role, ok = s.Users.Check(req.Password)
-	}
+	func() {
+		defer func() { s.throttle.end(key, ok) }()
+		role, ok = s.check(req.Password)
+	}()
 	if !ok {
-		time.Sleep(failDelay)
-	}
-	s.loginMu.Unlock()
-	if !ok {
-		s.log().Warn("web login failed", "remote", r.RemoteAddr)
 		jsonError(w, http.StatusUnauthorized, "wrong password or token")
 		return
 	}
