@@ -54,7 +54,7 @@ vmtest:
 # run downloads the kernels into /var/cache/sqm-routervm.
 .PHONY: routervm bigendian
 routervm:
-	$(GO) run ./tools/routervm
+	$(GO) run ./tools/routervm -tags '$(SQM_ROUTER_TAGS)' -gcflags '$(SQM_ROUTER_GCFLAGS)'
 
 # Big-endian MIPS (ath79, mips_24kc), which Debian has no kernel for: the
 # unit tests of the packages that encode and decode bytes run as GOARCH=mips

@@ -106,6 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 8*time.Minute, "timeout for one VM, boot included")
 	cache := fs.String("cache", defaultCacheDir(), "`dir` the Debian kernels and busyboxes are cached in")
 	tags := fs.String("tags", routerTags, "build `tags` of the sqm under test (to measure another build, e.g. sqm_nolab)")
+	gcflags := fs.String("gcflags", "", "the -gcflags `argument` of the sqm under test (make passes dist/build.mk's, e.g. all=-l)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -158,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		bin := filepath.Join(work, "sqm-"+t.Arch.Name)
-		if err := buildSQM(ctx, t, *tags, bin, stdout); err != nil {
+		if err := buildSQM(ctx, t, *tags, *gcflags, bin, stdout); err != nil {
 			fmt.Fprintf(stdout, "routervm: %s: %v\nFAIL\trouter VM %s [build failed]\n", t.Arch.Name, err, t.Arch.Name)
 			failed = true
 			continue
@@ -191,8 +192,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // buildSQM builds the router package's sqm for t.
-func buildSQM(ctx context.Context, t target, tags, out string, stdout io.Writer) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", out, "./cmd/sqm")
+func buildSQM(ctx context.Context, t target, tags, gcflags, out string, stdout io.Writer) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", tags, "-gcflags", gcflags, "-ldflags", "-s -w", "-o", out, "./cmd/sqm")
 	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux"), t.GoEnv...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = stdout, &stderr
