@@ -38,6 +38,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/nlattr"
 	"sqm/internal/rtlink"
 )
 
@@ -186,7 +187,7 @@ func newHostIFB() (*throwawayNS, error) {
 func (ns *throwawayNS) deleteByName(name string) error {
 	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge},
-		Data:   append(make([]byte, 16), nlStr(unix.IFLA_IFNAME, name)...), // struct ifinfomsg, all zero
+		Data:   append(make([]byte, 16), nlattr.Str(unix.IFLA_IFNAME, name)...), // struct ifinfomsg, all zero
 	})
 	return err
 }
@@ -285,28 +286,6 @@ type tcMsg struct {
 	ifindex, handle, parent, info uint32
 }
 
-// nlAttr encodes one netlink attribute, padded to 4 bytes.
-func nlAttr(typ uint16, data []byte) []byte {
-	n := 4 + len(data)
-	b := make([]byte, (n+3)&^3)
-	binary.NativeEndian.PutUint16(b[0:], uint16(n))
-	binary.NativeEndian.PutUint16(b[2:], typ)
-	copy(b[4:], data)
-	return b
-}
-
-// nlNest is nlAttr with NLA_F_NESTED, which strict parsers (fq_pie's)
-// require on nested options and the others accept.
-func nlNest(typ uint16, data []byte) []byte { return nlAttr(typ|0x8000, data) }
-
-func nlU32(typ uint16, v uint32) []byte {
-	b := make([]byte, 4)
-	binary.NativeEndian.PutUint32(b, v)
-	return nlAttr(typ, b)
-}
-
-func nlStr(typ uint16, s string) []byte { return nlAttr(typ, append([]byte(s), 0)) }
-
 // u32s is v in native byte order, back to back (a C struct of __u32s).
 func u32s(v ...uint32) []byte {
 	b := make([]byte, 4*len(v))
@@ -341,7 +320,7 @@ func (ns *throwawayNS) send(typ uint16, m tcMsg, attrs ...[]byte) error {
 func (ns *throwawayNS) action(typ netlink.HeaderType, flags netlink.HeaderFlags, act []byte) error {
 	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags},
-		Data:   append(make([]byte, 4), nlNest(1, act)...),
+		Data:   append(make([]byte, 4), nlattr.Nest(1, act)...),
 	})
 	return err
 }
@@ -368,7 +347,7 @@ const (
 func qdiscOptions(kind string) ([]byte, bool) {
 	switch kind {
 	case "htb":
-		return nlAttr(2, u32s(3, 10, 0, 0, 0)), true // TCA_HTB_INIT: version 3, r2q 10
+		return nlattr.Attr(2, u32s(3, 10, 0, 0, 0)), true // TCA_HTB_INIT: version 3, r2q 10
 	case "tbf":
 		// TCA_TBF_PARMS: rate 1 Mbit/s (ethernet), no peak rate, limit,
 		// buffer, mtu; TCA_TBF_BURST makes the kernel compute the buffer.
@@ -377,13 +356,13 @@ func qdiscOptions(kind string) ([]byte, bool) {
 		binary.NativeEndian.PutUint32(qopt[8:], 125000)
 		binary.NativeEndian.PutUint32(qopt[24:], 10000)
 		binary.NativeEndian.PutUint32(qopt[32:], 1514)
-		return append(nlAttr(1, qopt), nlU32(6, 1600)...), true
+		return append(nlattr.Attr(1, qopt), nlattr.U32(6, 1600)...), true
 	case "cake":
-		return nlAttr(2, make([]byte, 8)), true // TCA_CAKE_BASE_RATE64 0: unlimited
+		return nlattr.Attr(2, make([]byte, 8)), true // TCA_CAKE_BASE_RATE64 0: unlimited
 	case "fq_codel", "codel", "pie":
-		return nlU32(2, 1000), true // TCA_*_LIMIT
+		return nlattr.U32(2, 1000), true // TCA_*_LIMIT
 	case "fq_pie":
-		return nlU32(1, 1000), true // TCA_FQ_PIE_LIMIT
+		return nlattr.U32(1, 1000), true // TCA_FQ_PIE_LIMIT
 	case "sfq":
 		return u32s(0, 0, 127, 0, 0), true // struct tc_sfq_qopt, limit 127
 	case "pfifo":
@@ -413,19 +392,19 @@ func (ns *throwawayNS) probe(f Feature) error {
 		if f.Name == "ingress" || f.Name == "clsact" {
 			msg.handle, msg.parent = handle(0xFFFF, 0), handleIngress
 		}
-		attrs := [][]byte{nlStr(tcaKind, f.Name)}
+		attrs := [][]byte{nlattr.Str(tcaKind, f.Name)}
 		switch {
 		case opts == nil:
 		case structOptions[f.Name]:
-			attrs = append(attrs, nlAttr(tcaOptions, opts))
+			attrs = append(attrs, nlattr.Attr(tcaOptions, opts))
 		default:
-			attrs = append(attrs, nlNest(tcaOptions, opts))
+			attrs = append(attrs, nlattr.Nest(tcaOptions, opts))
 		}
 		return classify(f, "add qdisc", ns.send(unix.RTM_NEWQDISC, msg, attrs...))
 
 	case TypeClassifier:
 		if err := ns.send(unix.RTM_NEWQDISC, tcMsg{ifindex: ns.dev, handle: handle(0xFFFF, 0), parent: handleIngress},
-			nlStr(tcaKind, "ingress")); err != nil {
+			nlattr.Str(tcaKind, "ingress")); err != nil {
 			return fmt.Errorf("features: probe %s: needs an ingress qdisc to attach to, which failed: %w", f, err)
 		}
 		msg := tcMsg{ifindex: ns.dev, parent: handle(0xFFFF, 0), info: 1<<16 | ethPAll}
@@ -436,14 +415,14 @@ func (ns *throwawayNS) probe(f Feature) error {
 			// TCA_U32_CLASSID, TCA_U32_SEL: terminal, one key matching all.
 			sel := make([]byte, 32)
 			sel[0], sel[2] = 1, 1
-			opts = append(nlU32(1, classID), nlAttr(5, sel)...)
+			opts = append(nlattr.U32(1, classID), nlattr.Attr(5, sel)...)
 		case "matchall":
-			opts = nlU32(1, classID) // TCA_MATCHALL_CLASSID
+			opts = nlattr.U32(1, classID) // TCA_MATCHALL_CLASSID
 		case "flower":
-			opts = nlU32(1, classID) // TCA_FLOWER_CLASSID
+			opts = nlattr.U32(1, classID) // TCA_FLOWER_CLASSID
 		case "fw":
-			msg.handle = 1           // the fwmark to match
-			opts = nlU32(1, classID) // TCA_FW_CLASSID
+			msg.handle = 1                // the fwmark to match
+			opts = nlattr.U32(1, classID) // TCA_FW_CLASSID
 		case "bpf":
 			// A one-instruction classic BPF program ("ret #-1": match),
 			// which cls_bpf takes without the bpf(2) syscall, so the probe
@@ -452,11 +431,11 @@ func (ns *throwawayNS) probe(f Feature) error {
 			n := make([]byte, 2)
 			binary.NativeEndian.PutUint16(n, 1)
 			// TCA_BPF_CLASSID, TCA_BPF_OPS_LEN, TCA_BPF_OPS.
-			opts = append(append(nlU32(3, classID), nlAttr(4, n)...), nlAttr(5, ops)...)
+			opts = append(append(nlattr.U32(3, classID), nlattr.Attr(4, n)...), nlattr.Attr(5, ops)...)
 		default:
 			return fmt.Errorf("features: no probe for classifier %s", f.Name)
 		}
-		return classify(f, "add filter", ns.send(unix.RTM_NEWTFILTER, msg, nlStr(tcaKind, f.Name), nlNest(tcaOptions, opts)))
+		return classify(f, "add filter", ns.send(unix.RTM_NEWTFILTER, msg, nlattr.Str(tcaKind, f.Name), nlattr.Nest(tcaOptions, opts)))
 
 	case TypeAction:
 		index := uint32(1)
@@ -470,33 +449,33 @@ func (ns *throwawayNS) probe(f Feature) error {
 		switch f.Name {
 		case "gact":
 			// TCA_GACT_PARMS: struct tc_gact (index, capab, action, refcnt, bindcnt).
-			opts = nlAttr(2, u32s(index, 0, actOK, 0, 0))
+			opts = nlattr.Attr(2, u32s(index, 0, actOK, 0, 0))
 		case "mirred":
 			// TCA_MIRRED_PARMS: struct tc_mirred (tc_gen, eaction, ifindex).
-			opts = nlAttr(2, u32s(index, 0, actStolen, 0, 0, egressRedir, ns.dev))
+			opts = nlattr.Attr(2, u32s(index, 0, actStolen, 0, 0, egressRedir, ns.dev))
 		case "police":
 			// TCA_POLICE_TBF: struct tc_police without a rate (a rate needs
 			// a 1024-byte rate table); burst and mtu are enough to show
 			// that act_police exists.
 			p := make([]byte, 56)
 			copy(p, u32s(index, actShot, 0, 10000, 2048))
-			opts = nlAttr(1, p)
+			opts = nlattr.Attr(1, p)
 		case "skbedit":
 			// TCA_SKBEDIT_PARMS (struct tc_skbedit = tc_gen), TCA_SKBEDIT_PRIORITY.
-			opts = append(nlAttr(2, u32s(index, 0, actPipe, 0, 0)), nlU32(3, 1)...)
+			opts = append(nlattr.Attr(2, u32s(index, 0, actPipe, 0, 0)), nlattr.U32(3, 1)...)
 		case "ctinfo":
 			// TCA_CTINFO_ACT (struct tc_ctinfo = tc_gen), DSCP mask and state mask.
-			opts = append(append(nlAttr(3, u32s(index, 0, actPipe, 0, 0)), nlU32(5, 0xfc000000)...), nlU32(6, 0x01000000)...)
+			opts = append(append(nlattr.Attr(3, u32s(index, 0, actPipe, 0, 0)), nlattr.U32(5, 0xfc000000)...), nlattr.U32(6, 0x01000000)...)
 		default:
 			return fmt.Errorf("features: no probe for action %s", f.Name)
 		}
 		// RTM_NEWACTION: struct tcamsg (family, 3 bytes of padding), then
 		// TCA_ACT_TAB holding action 1: TCA_ACT_KIND, TCA_ACT_OPTIONS.
-		act := nlNest(1, append(nlStr(1, f.Name), nlNest(2, opts)...))
+		act := nlattr.Nest(1, append(nlattr.Str(1, f.Name), nlattr.Nest(2, opts)...))
 		err := ns.action(unix.RTM_NEWACTION, netlink.Create|netlink.Excl, act)
 		if err == nil && ns.host {
 			// TCA_ACT_TAB, action 1: TCA_ACT_KIND, TCA_ACT_INDEX.
-			del := nlNest(1, append(nlStr(1, f.Name), nlU32(3, index)...))
+			del := nlattr.Nest(1, append(nlattr.Str(1, f.Name), nlattr.U32(3, index)...))
 			if derr := ns.action(unix.RTM_DELACTION, 0, del); derr != nil {
 				return fmt.Errorf("features: probe %s: delete the probe's action %s index %d: %w", f, f.Name, index, derr)
 			}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"sqm/internal/codelpolice"
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -64,9 +65,9 @@ func loadBPF(o *op, l2len int) (*codelpolice.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := attr(tcaBPFFD, le32(uint32(prog.FD())))
-	b = append(b, attr(tcaBPFName, cstr(codelPoliceName(o.bpf)))...)
-	b = append(b, attr(tcaBPFFlags, le32(tcaBPFFlagActDirect))...)
+	b := nlattr.Attr(tcaBPFFD, le32(uint32(prog.FD())))
+	b = append(b, nlattr.Attr(tcaBPFName, cstr(codelPoliceName(o.bpf)))...)
+	b = append(b, nlattr.Attr(tcaBPFFlags, le32(tcaBPFFlagActDirect))...)
 	o.rawOpts = b
 	return prog, nil
 }

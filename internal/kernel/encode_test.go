@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sqm/internal/config"
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -164,7 +165,7 @@ func TestFilterRoundTrip(t *testing.T) {
 			var acts []byte
 			for j, a := range filters[i].Actions {
 				if a.Mirred != nil {
-					acts = append(acts, actionAttr(uint16(j+1), "mirred", attr(2, mirredParms(7)))...)
+					acts = append(acts, actionAttr(uint16(j+1), "mirred", nlattr.Attr(2, mirredParms(7)))...)
 				}
 			}
 			opts = u32Options(filters[i].U32.Keys, filters[i].FlowID, acts)

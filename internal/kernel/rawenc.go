@@ -7,24 +7,9 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
-
-// nlaNested is NLA_F_NESTED; the kernel's strict policies want it on nests
-// that newer kernels validate strictly.
-const nlaNested = 0x8000
-
-// attr encodes one netlink attribute, padded to 4 bytes.
-func attr(typ uint16, data []byte) []byte {
-	n := 4 + len(data)
-	b := make([]byte, (n+3)&^3)
-	binary.NativeEndian.PutUint16(b[0:], uint16(n))
-	binary.NativeEndian.PutUint16(b[2:], typ)
-	copy(b[4:], data)
-	return b
-}
-
-func nest(typ uint16, data []byte) []byte { return attr(typ|nlaNested, data) }
 
 func le32(v uint32) []byte {
 	b := make([]byte, 4)
@@ -37,7 +22,7 @@ func cstr(s string) []byte { return append([]byte(s), 0) }
 // actionAttr encodes one entry of a filter's action list: order prio,
 // TCA_ACT_KIND and TCA_ACT_OPTIONS.
 func actionAttr(prio uint16, kind string, opts []byte) []byte {
-	return nest(prio, append(attr(1, cstr(kind)), nest(2, opts)...))
+	return nlattr.Nest(prio, append(nlattr.Attr(1, cstr(kind)), nlattr.Nest(2, opts)...))
 }
 
 // u32 attributes (linux/pkt_cls.h TCA_U32_*).
@@ -65,12 +50,12 @@ func u32Sel(keys []plan.U32Key) []byte {
 
 // u32Options is a u32 filter's TCA_OPTIONS payload.
 func u32Options(keys []plan.U32Key, flowid plan.Handle, acts []byte) []byte {
-	b := attr(tcaU32Sel, u32Sel(keys))
+	b := nlattr.Attr(tcaU32Sel, u32Sel(keys))
 	if flowid != 0 {
-		b = append(b, attr(tcaU32ClassID, le32(uint32(flowid)))...)
+		b = append(b, nlattr.Attr(tcaU32ClassID, le32(uint32(flowid)))...)
 	}
 	if len(acts) > 0 {
-		b = append(b, nest(tcaU32Act, acts)...)
+		b = append(b, nlattr.Nest(tcaU32Act, acts)...)
 	}
 	return b
 }
@@ -99,21 +84,21 @@ func (o *op) request(ifindex int) netlink.Message {
 	data := tcmsg(ifindex, o.handle, o.parent, o.info)
 	switch {
 	case o.tcLayout && o.kind == opFilter:
-		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
-		data = append(data, attr(tcaOptions, o.rawOpts)...)
+		data = append(data, nlattr.Attr(tcaKind, cstr(o.tcKind))...)
+		data = append(data, nlattr.Attr(tcaOptions, o.rawOpts)...)
 	case o.tcLayout:
-		data = append(data, attr(tcaOptions, o.rawOpts)...)
-		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		data = append(data, nlattr.Attr(tcaOptions, o.rawOpts)...)
+		data = append(data, nlattr.Attr(tcaKind, cstr(o.tcKind))...)
 		if o.stab != nil {
-			data = append(data, attr(tcaStab, o.stab)...)
+			data = append(data, nlattr.Attr(tcaStab, o.stab)...)
 		}
 	default:
-		data = append(data, attr(tcaKind, cstr(o.tcKind))...)
+		data = append(data, nlattr.Attr(tcaKind, cstr(o.tcKind))...)
 		if o.rawOpts != nil {
-			data = append(data, nest(tcaOptions, o.rawOpts)...)
+			data = append(data, nlattr.Nest(tcaOptions, o.rawOpts)...)
 		}
 		if o.stab != nil {
-			data = append(data, nest(tcaStab, o.stab)...)
+			data = append(data, nlattr.Nest(tcaStab, o.stab)...)
 		}
 	}
 	return netlink.Message{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -108,9 +109,9 @@ func stabFor(s *plan.Stab) (map[string]string, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	raw := attr(1, spec.marshal())
+	raw := nlattr.Attr(1, spec.marshal())
 	if tab != nil {
-		raw = append(raw, attr(2, tableBytes(tab))...)
+		raw = append(raw, nlattr.Attr(2, tableBytes(tab))...)
 	}
 	return stabFacts(spec), raw, nil
 }
@@ -155,7 +156,7 @@ func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string
 // attrs builds a list of netlink attributes.
 type attrs []byte
 
-func (a *attrs) bytes(typ uint16, b []byte) { *a = append(*a, attr(typ, b)...) }
+func (a *attrs) bytes(typ uint16, b []byte) { *a = append(*a, nlattr.Attr(typ, b)...) }
 func (a *attrs) u32(typ uint16, v uint32)   { a.bytes(typ, le32(v)) }
 func (a *attrs) u64(typ uint16, v uint64) {
 	b := make([]byte, 8)
@@ -223,7 +224,7 @@ func qdiscOp(dev string, q *plan.Qdisc, tick float64) (op, error) {
 		binary.NativeEndian.PutUint32(g[0:], 3)
 		binary.NativeEndian.PutUint32(g[4:], 10)
 		binary.NativeEndian.PutUint32(g[8:], def)
-		o.rawOpts = attr(tcaHtbInit, g)
+		o.rawOpts = nlattr.Attr(tcaHtbInit, g)
 		setFact(f, "default", def)
 	case "tbf":
 		if q.TBF == nil || q.TBF.RateBits == 0 {
@@ -557,17 +558,17 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 			actKinds = append(actKinds, "mirred")
 			desc.acts = append(desc.acts, fmt.Sprintf("mirred(egress redirect ifindex %d)", idx))
 			parms := mirredParms(uint32(idx))
-			tcActs.bytes(uint16(i+1), append(nest(2, attr(2, parms)), attr(1, cstr("mirred"))...))
-			rawActs = append(rawActs, actionAttr(uint16(i+1), "mirred", attr(2, parms))...)
+			tcActs.bytes(uint16(i+1), append(nlattr.Nest(2, nlattr.Attr(2, parms)), nlattr.Attr(1, cstr("mirred"))...))
+			rawActs = append(rawActs, actionAttr(uint16(i+1), "mirred", nlattr.Attr(2, parms))...)
 		case a.Police != nil:
 			hasPolice = true
 			actKinds = append(actKinds, "police")
 			tbf, rtab, r64 := policeOptions(a.Police.RateBits, a.Police.Burst, a.Police.MTU, tick)
-			opts := append(attr(tcaPoliceTbf, tbf), attr(tcaPoliceRate, rtab)...)
+			opts := append(nlattr.Attr(tcaPoliceTbf, tbf), nlattr.Attr(tcaPoliceRate, rtab)...)
 			if r64 != 0 {
 				b := make([]byte, 8)
 				binary.NativeEndian.PutUint64(b, r64)
-				opts = append(opts, attr(tcaPoliceRate64, b)...)
+				opts = append(opts, nlattr.Attr(tcaPoliceRate64, b)...)
 			}
 			desc.acts = append(desc.acts, policeDesc(tbf, r64))
 			rawActs = append(rawActs, actionAttr(uint16(i+1), "police", opts)...)
@@ -604,9 +605,9 @@ func filterOp(dev string, fl *plan.Filter, tick float64, res resolver) (op, erro
 		if hasPolice {
 			var b []byte
 			if fl.FlowID != 0 {
-				b = append(b, attr(1, le32(uint32(fl.FlowID)))...)
+				b = append(b, nlattr.Attr(1, le32(uint32(fl.FlowID)))...)
 			}
-			o.rawOpts = append(b, nest(2, rawActs)...)
+			o.rawOpts = append(b, nlattr.Nest(2, rawActs)...)
 			break
 		}
 		o.tcLayout = true

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -118,10 +119,10 @@ func drained(t *testing.T, c *Conn, devices ...string) []DeviceStatus {
 // panics on a short or odd attribute would take the daemon down.
 func FuzzDecodeObject(f *testing.F) {
 	msg := tcmsg(2, plan.MakeHandle(1, 0), plan.HandleRoot, 0)
-	msg = append(msg, attr(tcaKind, cstr("cake"))...)
-	msg = append(msg, nest(tcaStats2, append(attr(tcaStatsBasic, make([]byte, 16)), attr(tcaStatsApp, nest(cakeStatsTinStats, nest(1, attr(2, le32(5)))))...))...)
+	msg = append(msg, nlattr.Attr(tcaKind, cstr("cake"))...)
+	msg = append(msg, nlattr.Nest(tcaStats2, append(nlattr.Attr(tcaStatsBasic, make([]byte, 16)), nlattr.Attr(tcaStatsApp, nlattr.Nest(cakeStatsTinStats, nlattr.Nest(1, nlattr.Attr(2, le32(5)))))...))...)
 	f.Add(msg)
-	f.Add(append(tcmsg(2, 0, 0, 0x000a0300), attr(tcaKind, cstr("u32"))...))
+	f.Add(append(tcmsg(2, 0, 0, 0x000a0300), nlattr.Attr(tcaKind, cstr("u32"))...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, err := decodeObject(b)
 		if err != nil {
