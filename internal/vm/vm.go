@@ -419,16 +419,23 @@ const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // commandScript is run by the host's /bin/sh inside the chroot.
 func commandScript(cfg Config) string {
+	return runScript(cfg, guestPath, "/usr/bin/env")
+}
+
+// runScript changes to cfg.Dir and execs cfg.Command with only the
+// guest's environment (PATH path, cfg.Env, SQM_VM=1), through the env
+// binary at envBin, its output on the console.
+func runScript(cfg Config, path, envBin string) string {
 	dir := cfg.Dir
 	if dir == "" {
 		dir = "/"
 	}
-	env := []string{"PATH=" + guestPath, "HOME=/root", "TMPDIR=/tmp", "TERM=dumb"}
+	env := []string{"PATH=" + path, "HOME=/root", "TMPDIR=/tmp", "TERM=dumb"}
 	env = append(env, cfg.Env...)
 	env = append(env, "SQM_VM=1")
 	var b strings.Builder
 	b.WriteString("cd " + shellQuote(dir) + " || { echo 'vm: cannot cd to " + strings.ReplaceAll(dir, "'", "") + " inside the VM'; exit 125; }\n")
-	b.WriteString("exec /usr/bin/env -i")
+	b.WriteString("exec " + envBin + " -i")
 	for _, e := range env {
 		b.WriteString(" " + shellQuote(e))
 	}
@@ -562,24 +569,7 @@ func writeInitramfs(w io.Writer, cfg Config, busybox, nonce string) error {
 
 // standaloneCommandScript is run by the initramfs's busybox sh.
 func standaloneCommandScript(cfg Config) string {
-	dir := cfg.Dir
-	if dir == "" {
-		dir = "/"
-	}
-	env := []string{"PATH=/bin:/sbin", "HOME=/root", "TMPDIR=/tmp", "TERM=dumb"}
-	env = append(env, cfg.Env...)
-	env = append(env, "SQM_VM=1")
-	var b strings.Builder
-	b.WriteString("cd " + shellQuote(dir) + " || { echo 'vm: cannot cd to " + strings.ReplaceAll(dir, "'", "") + " inside the VM'; exit 125; }\n")
-	b.WriteString("exec /bin/busybox env -i")
-	for _, e := range env {
-		b.WriteString(" " + shellQuote(e))
-	}
-	for _, a := range cfg.Command {
-		b.WriteString(" " + shellQuote(a))
-	}
-	b.WriteString(" </dev/null 2>&1\n")
-	return b.String()
+	return runScript(cfg, "/bin:/sbin", "/bin/busybox env")
 }
 
 // standaloneInitScript is a standalone guest's /init: the initramfs is
