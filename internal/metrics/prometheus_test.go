@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"sqm/internal/clitest"
+	"sqm/internal/httpd"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
@@ -200,11 +202,11 @@ func TestPrometheusScrapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
+	mux := httpd.NewMux()
 	mux.Handle("/metrics", metricshttp.Handler(src))
-	srv := &http.Server{Handler: mux}
+	srv := &httpd.Server{Handler: mux}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:

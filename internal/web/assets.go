@@ -6,9 +6,10 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"net/http"
 	"strings"
 	"sync"
+
+	"sqm/internal/httpd"
 )
 
 //go:embed assets/index.html assets/app.js assets/style.css
@@ -52,7 +53,7 @@ func loadAssets() {
 }
 
 // acceptsGzip reports whether the client takes gzip (any q > 0).
-func acceptsGzip(r *http.Request) bool {
+func acceptsGzip(r *httpd.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
 		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
 		if strings.TrimSpace(enc) == "gzip" || strings.TrimSpace(enc) == "*" {
@@ -63,8 +64,8 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-func (s *Server) asset(name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) asset(name string) httpd.HandlerFunc {
+	return func(w httpd.ResponseWriter, r *httpd.Request) {
 		assetsOnce.Do(loadAssets)
 		a := assets[name]
 		h := w.Header()
@@ -73,7 +74,7 @@ func (s *Server) asset(name string) http.HandlerFunc {
 		h.Set("Vary", "Accept-Encoding")
 		h.Set("Cache-Control", "no-cache")
 		if r.Header.Get("If-None-Match") == a.etag {
-			w.WriteHeader(http.StatusNotModified)
+			w.WriteHeader(httpd.StatusNotModified)
 			return
 		}
 		body := a.plain

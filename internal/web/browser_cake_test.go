@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"sqm/internal/httpd/httpdtest"
 	"sqm/internal/web"
 )
 
@@ -104,7 +104,7 @@ func TestBrowserCake(t *testing.T) {
 		Apply:  func(context.Context) ([]string, error) { applied++; return []string{"eth1: applied"}, nil },
 		Qdiscs: func() []string { return []string{"cake", "fq_codel"} },
 	}
-	ts := httptest.NewServer(srv)
+	ts := httpdtest.NewServer(srv)
 	defer ts.Close()
 
 	ctx := newBrowser(t, chrome, 2*time.Minute)

@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"sqm/internal/httpd/httpdtest"
 	"sqm/internal/tune"
 	"sqm/internal/web"
 )
@@ -94,7 +94,7 @@ func TestBrowserTune(t *testing.T) {
 			return tune.Run(ctx, l, tune.Options{Profile: req.Profile, Linklayer: "atm", Overhead: 44, Now: sim.Now, OnStep: req.Step, Progress: req.Line})
 		},
 	}
-	ts := httptest.NewServer(srv)
+	ts := httpdtest.NewServer(srv)
 	defer ts.Close()
 
 	ctx := newBrowser(t, chrome, 2*time.Minute)

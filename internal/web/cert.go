@@ -1,3 +1,5 @@
+//go:build !sqm_notls
+
 package web
 
 import (

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"sqm/internal/config"
+	"sqm/internal/httpd"
 	"sqm/internal/plan"
 	"sqm/internal/uci"
 )
@@ -38,10 +38,10 @@ type configReply struct {
 	Error      string   `json:"error,omitempty"` // the file as it is does not parse
 }
 
-func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) getConfig(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	src, err := os.ReadFile(s.ConfigPath)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
+		jsonError(w, httpd.StatusInternalServerError, err.Error())
 		return
 	}
 	rep := configReply{Path: s.ConfigPath, Sections: []configSection{}}
@@ -61,7 +61,7 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
 	u, err := uci.Parse(s.ConfigPath, bytes.NewReader(src))
 	if err != nil {
 		rep.Error = err.Error()
-		writeJSON(w, http.StatusOK, rep)
+		writeJSON(w, httpd.StatusOK, rep)
 		return
 	}
 	for _, sec := range u.SectionsOfType("queue") {
@@ -78,7 +78,7 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, _ *session) {
 			rep.Warnings = append(rep.Warnings, wn.String())
 		}
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, httpd.StatusOK, rep)
 }
 
 // fieldError is one problem the form shows next to its field.
@@ -107,7 +107,7 @@ const maxSetOptions = 64
 // the page shows: the daemon's own section (its listen address, logins,
 // certificate) or another package's could lock the owner out or stop the
 // next daemon start, which stops the shaping.
-func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) postConfig(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	var req struct {
 		Section string            `json:"section"`
 		Set     map[string]string `json:"set"`
@@ -124,24 +124,24 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		}
 	}
 	if ops != 1 {
-		jsonError(w, http.StatusBadRequest, "give exactly one of set (with section), add, or delete (with section)")
+		jsonError(w, httpd.StatusBadRequest, "give exactly one of set (with section), add, or delete (with section)")
 		return
 	}
 	if len(req.Set) > maxSetOptions {
-		jsonError(w, http.StatusBadRequest, fmt.Sprintf("%d options in one change; at most %d", len(req.Set), maxSetOptions))
+		jsonError(w, httpd.StatusBadRequest, fmt.Sprintf("%d options in one change; at most %d", len(req.Set), maxSetOptions))
 		return
 	}
 	if s.tuning() {
 		// The tune holds the shaping (and the state lock the daemon
 		// applies under) until it ends: the change could not be applied.
-		writeJSON(w, http.StatusConflict, saveReply{Errors: []fieldError{{Section: req.Section, Message: errTuneBusy.Error()}}})
+		writeJSON(w, httpd.StatusConflict, saveReply{Errors: []fieldError{{Section: req.Section, Message: errTuneBusy.Error()}}})
 		return
 	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
 	old, err := os.ReadFile(s.ConfigPath)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
+		jsonError(w, httpd.StatusInternalServerError, err.Error())
 		return
 	}
 	if req.Add == "" {
@@ -173,7 +173,7 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 		nu, err = uci.Apply(s.ConfigPath, old, edits)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveReply{Errors: []fieldError{{Section: req.Section, Message: err.Error()}}})
+		writeJSON(w, httpd.StatusBadRequest, saveReply{Errors: []fieldError{{Section: req.Section, Message: err.Error()}}})
 		return
 	}
 	code, rep := s.commit(r.Context(), req.Section, old, nu, what)
@@ -185,14 +185,14 @@ func (s *Server) postConfig(w http.ResponseWriter, r *http.Request, _ *session) 
 func queueSection(name string, src []byte, ref string) (int, string) {
 	u, err := uci.Parse(name, bytes.NewReader(src))
 	if err != nil {
-		return http.StatusBadRequest, err.Error()
+		return httpd.StatusBadRequest, err.Error()
 	}
 	sec := u.Lookup(ref)
 	if sec == nil || ref == "" {
-		return http.StatusBadRequest, fmt.Sprintf("%s: no section %q", name, ref)
+		return httpd.StatusBadRequest, fmt.Sprintf("%s: no section %q", name, ref)
 	}
 	if sec.Type != "queue" {
-		return http.StatusForbidden, fmt.Sprintf("%s:%d: section %s is a %q section; the page changes only queue sections (edit the daemon's own settings on the router)", name, sec.Line, ref, sec.Type)
+		return httpd.StatusForbidden, fmt.Sprintf("%s:%d: section %s is a %q section; the page changes only queue sections (edit the daemon's own settings on the router)", name, sec.Line, ref, sec.Type)
 	}
 	return 0, ""
 }
@@ -202,17 +202,17 @@ func queueSection(name string, src []byte, ref string) (int, string) {
 // refuses it, the old file is put back and applied again. cfgMu is held.
 func (s *Server) commit(ctx context.Context, section string, old, nu []byte, what string) (int, saveReply) {
 	if errs := validate(s.ConfigPath, nu); len(errs) > 0 {
-		return http.StatusBadRequest, saveReply{Errors: errs}
+		return httpd.StatusBadRequest, saveReply{Errors: errs}
 	}
 	if bytes.Equal(nu, old) {
-		return http.StatusOK, saveReply{OK: true}
+		return httpd.StatusOK, saveReply{OK: true}
 	}
 	if err := writeAtomic(s.ConfigPath, nu); err != nil {
-		return http.StatusInternalServerError, saveReply{Errors: []fieldError{{Message: err.Error()}}}
+		return httpd.StatusInternalServerError, saveReply{Errors: []fieldError{{Message: err.Error()}}}
 	}
 	s.log().Info("web: config changed", "change", what, "config", s.ConfigPath)
 	if s.Apply == nil {
-		return http.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}}
+		return httpd.StatusOK, saveReply{OK: true, Outcomes: []string{"written; no daemon to apply it"}}
 	}
 	outs, aerr := s.Apply(ctx)
 	rep := saveReply{OK: aerr == nil, Outcomes: outs}
@@ -225,9 +225,9 @@ func (s *Server) commit(ctx context.Context, section string, old, nu []byte, wha
 		}
 		rep.RolledBack = true
 		s.log().Warn("web: change not applied; old config restored", "err", aerr)
-		return http.StatusConflict, rep
+		return httpd.StatusConflict, rep
 	}
-	return http.StatusOK, rep
+	return httpd.StatusOK, rep
 }
 
 // validate is what `sqm start` would say about the file: config.Parse's

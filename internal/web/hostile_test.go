@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strings"
@@ -22,6 +21,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sqm/internal/httpd"
+	"sqm/internal/httpd/httpdtest"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -315,16 +317,16 @@ func (c *fakeClock) Add(d time.Duration) {
 type result struct {
 	code int
 	body map[string]any
-	hdr  http.Header
+	hdr  httpd.Header
 }
 
 // call serves one request from remote straight through ServeHTTP.
 func call(s *Server, remote, method, path, body string) result {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := httpdtest.NewRequest(method, path, strings.NewReader(body))
 	req.RemoteAddr = remote
 	req.Host = "127.0.0.1:8080"
 	req.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
+	w := httpdtest.NewRecorder()
 	s.ServeHTTP(w, req)
 	var m map[string]any
 	json.Unmarshal(w.Body.Bytes(), &m)
@@ -546,17 +548,17 @@ func TestHostPolicy(t *testing.T) {
 // TestHostRefusedEverywhere: the check covers the page, the API and
 // /metrics (which needs no login), with a clear status and body.
 func TestHostRefusedEverywhere(t *testing.T) {
-	s := &Server{Users: testUsers(t), Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "sqm_up 1\n") })}
+	s := &Server{Users: testUsers(t), Metrics: httpd.HandlerFunc(func(w httpd.ResponseWriter, r *httpd.Request) { io.WriteString(w, "sqm_up 1\n") })}
 	for _, path := range []string{"/", "/metrics", "/api/login", "/api/status"} {
 		for host, want := range map[string]int{"attacker.example:8080": 421, "": 400, "127.0.0.1:8080": 0} {
 			method := "GET"
 			if path == "/api/login" {
 				method = "POST"
 			}
-			req := httptest.NewRequest(method, path, strings.NewReader(`{"password":"admin-secret"}`))
+			req := httpdtest.NewRequest(method, path, strings.NewReader(`{"password":"admin-secret"}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Host = host
-			w := httptest.NewRecorder()
+			w := httpdtest.NewRecorder()
 			s.ServeHTTP(w, req)
 			if want == 0 {
 				if w.Code == 421 || w.Code == 400 && host != "" {

@@ -27,12 +27,11 @@ package web
 import (
 	"context"
 	"crypto/subtle"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -42,6 +41,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/httpd"
 	"sqm/internal/tune"
 )
 
@@ -69,13 +69,14 @@ type Server struct {
 	Qdiscs func() []string
 	Users  *Users
 	// Metrics is mounted at /metrics when set (Prometheus text format).
-	Metrics http.Handler
+	Metrics httpd.Handler
 	Log     *slog.Logger
 	// Hosts are the names, beyond the router's own (see hostPolicy), that
 	// the page answers to in the Host header (--http-hosts).
 	Hosts []string
-	// TLS, when set, makes Serve speak HTTPS (HTTP/1.1) only.
-	TLS *tls.Config
+	// TLS, when set, makes Serve speak HTTPS (HTTP/1.1) only. A build
+	// with -tags sqm_notls has no TLS (LoadTLS says why), and TLS stays nil.
+	TLS *TLSConfig
 	// WANPeer, when set, is asked about each connection's remote address
 	// and names the shaped (WAN) interface the router reaches it through,
 	// or "": CheckListen keeps the page off the WAN's addresses, but
@@ -102,7 +103,7 @@ type Server struct {
 	busyMu sync.Mutex
 	busy   string // "test" or "tune": what loads the link now (claim)
 	once   sync.Once
-	mux    *http.ServeMux
+	mux    *httpd.Mux
 }
 
 const (
@@ -125,7 +126,7 @@ func (s *Server) log() *slog.Logger {
 }
 
 // ServeHTTP routes requests. Security headers go on every response.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 	s.once.Do(s.init)
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -142,15 +143,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuseHost answers a request for a name the router does not answer to:
 // most likely a page elsewhere that pointed its own name at the router
 // (DNS rebinding), or a name the admin has not added with --http-hosts.
-func refuseHost(w http.ResponseWriter, r *http.Request) {
+func refuseHost(w httpd.ResponseWriter, r *httpd.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Host == "" {
-		w.WriteHeader(http.StatusBadRequest)
+		w.WriteHeader(httpd.StatusBadRequest)
 		fmt.Fprintln(w, "sqm: the request names no host (no Host header); this page answers only requests for the router's own names and addresses")
 		return
 	}
-	w.WriteHeader(http.StatusMisdirectedRequest)
+	w.WriteHeader(httpd.StatusMisdirectedRequest)
 	fmt.Fprintf(w, "sqm: this router's page does not answer to the name %q (a page elsewhere may have pointed that name at the router: DNS rebinding). Use the router's address or host name, or add the name with --http-hosts (option http_hosts).\n", r.Host)
 }
 
@@ -171,7 +172,7 @@ func (s *Server) init() {
 	s.throttle = newThrottle(s.clock, s.log())
 	hostname, _ := os.Hostname()
 	s.hosts = newHostPolicy(s.listen, hostname, searchDomains("/etc/resolv.conf"), s.Hosts, interfaceAddrs, s.clock)
-	m := http.NewServeMux()
+	m := httpd.NewMux()
 	m.HandleFunc("GET /{$}", s.asset("index.html"))
 	m.HandleFunc("GET /app.js", s.asset("app.js"))
 	m.HandleFunc("GET /style.css", s.asset("style.css"))
@@ -198,37 +199,37 @@ type ctxKey struct{}
 
 // auth wraps an API handler: a valid session with at least role, and for
 // changes (csrf) the session's token and a JSON body.
-func (s *Server) auth(need Role, csrf bool, next func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(cookieName)
+func (s *Server) auth(need Role, csrf bool, next func(httpd.ResponseWriter, *httpd.Request, *session)) httpd.HandlerFunc {
+	return func(w httpd.ResponseWriter, r *httpd.Request) {
+		id, ok := r.Cookie(cookieName)
 		var ses *session
-		if err == nil {
-			ses = s.sessions.get(c.Value)
+		if ok {
+			ses = s.sessions.get(id)
 		}
 		if ses == nil {
-			jsonError(w, http.StatusUnauthorized, "not logged in")
+			jsonError(w, httpd.StatusUnauthorized, "not logged in")
 			return
 		}
 		if csrf {
 			if !jsonBody(r) {
-				jsonError(w, http.StatusUnsupportedMediaType, "changes take a JSON body (Content-Type: application/json)")
+				jsonError(w, httpd.StatusUnsupportedMediaType, "changes take a JSON body (Content-Type: application/json)")
 				return
 			}
 			tok := r.Header.Get(csrfHeader)
 			if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(ses.csrf)) != 1 {
-				jsonError(w, http.StatusForbidden, "missing or wrong CSRF token ("+csrfHeader+" header)")
+				jsonError(w, httpd.StatusForbidden, "missing or wrong CSRF token ("+csrfHeader+" header)")
 				return
 			}
 		}
 		if need == RoleAdmin && ses.role != RoleAdmin {
-			jsonError(w, http.StatusForbidden, "this login is read-only")
+			jsonError(w, httpd.StatusForbidden, "this login is read-only")
 			return
 		}
 		next(w, r, ses)
 	}
 }
 
-func jsonBody(r *http.Request) bool {
+func jsonBody(r *httpd.Request) bool {
 	ct := r.Header.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
@@ -236,27 +237,54 @@ func jsonBody(r *http.Request) bool {
 	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func writeJSON(w httpd.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
 }
 
-func jsonError(w http.ResponseWriter, code int, msg string) {
+func jsonError(w httpd.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
 // readJSON decodes a small JSON body strictly: unknown fields are errors,
 // so a misspelt field is not silently ignored.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+func readJSON(w httpd.ResponseWriter, r *httpd.Request, v any) bool {
+	dec := json.NewDecoder(&capReader{r: r.Body, left: maxBody})
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		jsonError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		jsonError(w, httpd.StatusBadRequest, "bad request body: "+err.Error())
 		return false
 	}
 	return true
+}
+
+// maxBody is the largest JSON body the API reads: the server refuses
+// larger ones with 413 before a handler runs, and readJSON holds to it
+// for requests that come another way (tests).
+const maxBody = 64 << 10
+
+// capReader ends a body at maxBody with an error saying so.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("body over %d bytes", maxBody)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 type sessionReply struct {
@@ -264,9 +292,9 @@ type sessionReply struct {
 	CSRF string `json:"csrf"`
 }
 
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+func (s *Server) login(w httpd.ResponseWriter, r *httpd.Request) {
 	if !jsonBody(r) {
-		jsonError(w, http.StatusUnsupportedMediaType, "log in with a JSON body (Content-Type: application/json)")
+		jsonError(w, httpd.StatusUnsupportedMediaType, "log in with a JSON body (Content-Type: application/json)")
 		return
 	}
 	var req struct {
@@ -279,7 +307,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if ok, wait, why := s.throttle.begin(key); !ok {
 		secs := max(1, int((wait+time.Second-1)/time.Second))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		jsonError(w, http.StatusTooManyRequests, fmt.Sprintf("%s: try again in %d s", why, secs))
+		jsonError(w, httpd.StatusTooManyRequests, fmt.Sprintf("%s: try again in %d s", why, secs))
 		return
 	}
 	role, ok := Role(""), false
@@ -288,50 +316,50 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		role, ok = s.check(req.Password)
 	}()
 	if !ok {
-		jsonError(w, http.StatusUnauthorized, "wrong password or token")
+		jsonError(w, httpd.StatusUnauthorized, "wrong password or token")
 		return
 	}
 	id, ses := s.sessions.create(role)
-	http.SetCookie(w, sessionCookie(r, id))
+	httpd.SetCookie(w, sessionCookie(r, id))
 	s.log().Info("web login", "remote", r.RemoteAddr, "role", string(role))
-	writeJSON(w, http.StatusOK, sessionReply{role, ses.csrf})
+	writeJSON(w, httpd.StatusOK, sessionReply{role, ses.csrf})
 }
 
-func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *session) {
-	if c, err := r.Cookie(cookieName); err == nil {
-		s.sessions.drop(c.Value)
+func (s *Server) logout(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
+	if id, ok := r.Cookie(cookieName); ok {
+		s.sessions.drop(id)
 	}
 	c := sessionCookie(r, "")
 	c.MaxAge = -1
-	http.SetCookie(w, c)
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	httpd.SetCookie(w, c)
+	writeJSON(w, httpd.StatusOK, map[string]bool{"ok": true})
 }
 
 // sessionCookie carries a session id; login and logout set it with the
 // same attributes, so a browser replaces the one it has (over HTTPS it is
 // Secure both times).
-func sessionCookie(r *http.Request, id string) *http.Cookie {
-	return &http.Cookie{
+func sessionCookie(r *httpd.Request, id string) *httpd.Cookie {
+	return &httpd.Cookie{
 		Name: cookieName, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		SameSite: httpd.SameSiteStrict, Secure: r.Secure,
 	}
 }
 
-func (s *Server) sessionInfo(w http.ResponseWriter, r *http.Request, ses *session) {
-	writeJSON(w, http.StatusOK, sessionReply{ses.role, ses.csrf})
+func (s *Server) sessionInfo(w httpd.ResponseWriter, r *httpd.Request, ses *session) {
+	writeJSON(w, httpd.StatusOK, sessionReply{ses.role, ses.csrf})
 }
 
-func (s *Server) status(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) status(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	if s.Status == nil {
-		jsonError(w, http.StatusServiceUnavailable, "no status source")
+		jsonError(w, httpd.StatusServiceUnavailable, "no status source")
 		return
 	}
 	v, err := s.Status(r.Context())
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
+		jsonError(w, httpd.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"time": time.Now().UTC(), "status": v})
+	writeJSON(w, httpd.StatusOK, map[string]any{"time": time.Now().UTC(), "status": v})
 }
 
 // errorList flattens errors.Join trees.

@@ -9,11 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sqm/internal/httpd/httpdtest"
 )
 
 const sampleConfig = `# router's sqm config
@@ -30,7 +31,7 @@ config queue 'wan'
 type rig struct {
 	t        *testing.T
 	srv      *Server
-	ts       *httptest.Server
+	ts       *httpdtest.Server
 	cfg      string
 	applies  int
 	applyErr error
@@ -56,7 +57,7 @@ func newRig(t *testing.T) *rig {
 			return []string{"eth1: applied"}, r.applyErr
 		},
 	}
-	r.ts = httptest.NewServer(r.srv)
+	r.ts = httpdtest.NewServer(r.srv)
 	t.Cleanup(r.ts.Close)
 	return r
 }
@@ -285,7 +286,7 @@ func TestAcceptsGzip(t *testing.T) {
 	for h, want := range map[string]bool{
 		"": false, "gzip": true, "deflate, gzip;q=1.0": true, "gzip;q=0": false, "*": true, "br": false, "gzip; q=0.5": true,
 	} {
-		r := httptest.NewRequest("GET", "/", nil)
+		r := httpdtest.NewRequest("GET", "/", nil)
 		r.Header.Set("Accept-Encoding", h)
 		if got := acceptsGzip(r); got != want {
 			t.Errorf("%q: %v; want %v", h, got, want)

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/httpd"
 	"sqm/internal/plot"
 )
 
@@ -81,15 +81,15 @@ func (s *Server) testState() testState {
 	return st
 }
 
-func (s *Server) getTest(w http.ResponseWriter, r *http.Request, _ *session) {
-	writeJSON(w, http.StatusOK, s.testState())
+func (s *Server) getTest(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
+	writeJSON(w, httpd.StatusOK, s.testState())
 }
 
 // Test lengths the page offers are bounded: a router page should not be
 // able to keep the link saturated for an hour.
 const maxTestDuration = 2 * time.Minute
 
-func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) postTest(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	var req struct {
 		Server   string  `json:"server"`
 		Mode     string  `json:"mode"`
@@ -107,14 +107,14 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 			t.cancel()
 		}
 		t.mu.Unlock()
-		writeJSON(w, http.StatusOK, s.testState())
+		writeJSON(w, httpd.StatusOK, s.testState())
 		return
 	}
 	if req.Server == "" {
 		req.Server = s.TestServer
 	}
 	if req.Server == "" {
-		jsonError(w, http.StatusBadRequest, "no test server: give one (host or host:port of an 'sqm server')")
+		jsonError(w, httpd.StatusBadRequest, "no test server: give one (host or host:port of an 'sqm server')")
 		return
 	}
 	mode := bloat.Mode(req.Mode)
@@ -123,7 +123,7 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 		mode = bloat.ModeRRUL
 	case bloat.ModeRRUL, bloat.ModeSpeedtest, bloat.ModeIdle:
 	default:
-		jsonError(w, http.StatusBadRequest, "mode "+req.Mode+": use rrul, speedtest or idle")
+		jsonError(w, httpd.StatusBadRequest, "mode "+req.Mode+": use rrul, speedtest or idle")
 		return
 	}
 	dur := time.Duration(req.Duration * float64(time.Second))
@@ -131,19 +131,19 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 		dur = 20 * time.Second
 	}
 	if dur < time.Second || dur > maxTestDuration {
-		jsonError(w, http.StatusBadRequest, "duration_s: use 1 to 120 seconds")
+		jsonError(w, httpd.StatusBadRequest, "duration_s: use 1 to 120 seconds")
 		return
 	}
 	idle := time.Duration(req.Idle * float64(time.Second))
 	if idle < 0 || idle > 30*time.Second {
-		jsonError(w, http.StatusBadRequest, "idle_s: use 0 to 30 seconds")
+		jsonError(w, httpd.StatusBadRequest, "idle_s: use 0 to 30 seconds")
 		return
 	}
 	if idle == 0 {
 		idle = 2 * time.Second
 	}
 	if err := s.claim("test"); err != nil {
-		jsonError(w, http.StatusConflict, err.Error())
+		jsonError(w, httpd.StatusConflict, err.Error())
 		return
 	}
 	t.mu.Lock()
@@ -191,15 +191,15 @@ func (s *Server) postTest(w http.ResponseWriter, r *http.Request, _ *session) {
 		t.result, t.svg = res, svg.Bytes()
 		s.log().Info("web: bufferbloat test done", "grade", res.Grade, "induced_ms", res.InducedMs)
 	}()
-	writeJSON(w, http.StatusAccepted, s.testState())
+	writeJSON(w, httpd.StatusAccepted, s.testState())
 }
 
-func (s *Server) testPlot(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) testPlot(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	s.test.mu.Lock()
 	svg := s.test.svg
 	s.test.mu.Unlock()
 	if len(svg) == 0 {
-		jsonError(w, http.StatusNotFound, "no finished test")
+		jsonError(w, httpd.StatusNotFound, "no finished test")
 		return
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"sync"
 	"time"
 
+	"sqm/internal/httpd"
 	"sqm/internal/plot"
 	"sqm/internal/tune"
 )
@@ -145,8 +145,8 @@ func (s *Server) tuneState() tuneState {
 	return st
 }
 
-func (s *Server) getTune(w http.ResponseWriter, r *http.Request, _ *session) {
-	writeJSON(w, http.StatusOK, s.tuneState())
+func (s *Server) getTune(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
+	writeJSON(w, httpd.StatusOK, s.tuneState())
 }
 
 var errNoTuner = errors.New("this sqm has no tuner (built without it, or the daemon does not offer it)")
@@ -155,7 +155,7 @@ var errNoTuner = errors.New("this sqm has no tuner (built without it, or the dae
 // section's shaping as it measures and puts the old one back at the end,
 // on an error and on cancel (the hook's job, as for sqm tune); nothing is
 // written until "Save these rates" (postTuneSave).
-func (s *Server) postTune(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) postTune(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	var req struct {
 		Section string `json:"section"`
 		Server  string `json:"server"`
@@ -173,33 +173,33 @@ func (s *Server) postTune(w http.ResponseWriter, r *http.Request, _ *session) {
 			t.cancel()
 		}
 		t.mu.Unlock()
-		writeJSON(w, http.StatusOK, s.tuneState())
+		writeJSON(w, httpd.StatusOK, s.tuneState())
 		return
 	}
 	if s.Tune == nil {
-		jsonError(w, http.StatusNotImplemented, errNoTuner.Error())
+		jsonError(w, httpd.StatusNotImplemented, errNoTuner.Error())
 		return
 	}
 	if req.Server == "" {
 		req.Server = s.TestServer
 	}
 	if req.Server == "" {
-		jsonError(w, http.StatusBadRequest, "no test server: give one (host or host:port of an 'sqm server')")
+		jsonError(w, httpd.StatusBadRequest, "no test server: give one (host or host:port of an 'sqm server')")
 		return
 	}
 	if req.Section == "" {
-		jsonError(w, http.StatusBadRequest, "name the queue section to tune")
+		jsonError(w, httpd.StatusBadRequest, "name the queue section to tune")
 		return
 	}
 	if req.Profile == "" {
 		req.Profile = tune.DefaultProfile
 	}
 	if _, ok := tune.Profiles[req.Profile]; !ok {
-		jsonError(w, http.StatusBadRequest, "profile "+req.Profile+": use gaming, balanced or throughput")
+		jsonError(w, httpd.StatusBadRequest, "profile "+req.Profile+": use gaming, balanced or throughput")
 		return
 	}
 	if err := s.claim("tune"); err != nil {
-		jsonError(w, http.StatusConflict, err.Error())
+		jsonError(w, httpd.StatusConflict, err.Error())
 		return
 	}
 	ctx, cancel := context.WithCancel(s.base())
@@ -249,15 +249,15 @@ func (s *Server) postTune(w http.ResponseWriter, r *http.Request, _ *session) {
 		t.result, t.svg = res, svg.Bytes()
 		s.log().Info("web: tune done", "section", req.Section, "download_kbit", res.DownloadKbit, "upload_kbit", res.UploadKbit)
 	}()
-	writeJSON(w, http.StatusAccepted, s.tuneState())
+	writeJSON(w, httpd.StatusAccepted, s.tuneState())
 }
 
-func (s *Server) tunePlot(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) tunePlot(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	s.tune.mu.Lock()
 	svg := s.tune.svg
 	s.tune.mu.Unlock()
 	if len(svg) == 0 {
-		jsonError(w, http.StatusNotFound, "no finished tune")
+		jsonError(w, httpd.StatusNotFound, "no finished tune")
 		return
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")
@@ -271,7 +271,7 @@ func (s *Server) tunePlot(w http.ResponseWriter, r *http.Request, _ *session) {
 // of `sqm tune --write`: only those option lines change, comments, order
 // and unknown options stay. Then it is checked and applied as a form
 // change is, and rolled back the same way if the kernel refuses it.
-func (s *Server) postTuneSave(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) postTuneSave(w httpd.ResponseWriter, r *httpd.Request, _ *session) {
 	var req struct{}
 	if !readJSON(w, r, &req) {
 		return
@@ -281,19 +281,19 @@ func (s *Server) postTuneSave(w http.ResponseWriter, r *http.Request, _ *session
 	res, section, running := t.result, t.req.Section, t.running
 	t.mu.Unlock()
 	if running || res == nil {
-		jsonError(w, http.StatusConflict, "no finished tune to save")
+		jsonError(w, httpd.StatusConflict, "no finished tune to save")
 		return
 	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
 	old, err := os.ReadFile(s.ConfigPath)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
+		jsonError(w, httpd.StatusInternalServerError, err.Error())
 		return
 	}
 	nu, err := res.WriteConfig(s.ConfigPath, old, section)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, saveReply{Errors: []fieldError{{Section: section, Message: err.Error()}}})
+		writeJSON(w, httpd.StatusBadRequest, saveReply{Errors: []fieldError{{Section: section, Message: err.Error()}}})
 		return
 	}
 	what := fmt.Sprintf("tune: section %s download %d upload %d kbit/s", section, res.DownloadKbit, res.UploadKbit)

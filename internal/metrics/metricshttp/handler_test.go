@@ -3,11 +3,11 @@ package metricshttp
 import (
 	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 
+	"sqm/internal/httpd/httpdtest"
 	"sqm/internal/kernel"
 	"sqm/internal/metrics"
 )
@@ -18,7 +18,7 @@ func TestHandler(t *testing.T) {
 			{Name: "egress", Device: "eth1", RateKbit: 1000, Root: &kernel.QdiscStatus{Kind: "cake", Counters: kernel.Counters{Bytes: 14000000}}},
 		}}}}, nil
 	})
-	srv := httptest.NewServer(Handler(src))
+	srv := httpdtest.NewServer(Handler(src))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -41,7 +41,7 @@ func TestHandler(t *testing.T) {
 	if resp2.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: status %d, want 405", resp2.StatusCode)
 	}
-	failing := httptest.NewServer(Handler(metrics.SourceFunc(func() (*metrics.Snapshot, error) { return nil, os.ErrPermission })))
+	failing := httpdtest.NewServer(Handler(metrics.SourceFunc(func() (*metrics.Snapshot, error) { return nil, os.ErrPermission })))
 	defer failing.Close()
 	resp3, err := http.Get(failing.URL)
 	if err != nil {
