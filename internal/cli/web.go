@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"sqm/internal/bloat"
@@ -26,6 +25,7 @@ import (
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
 	"sqm/internal/plan"
+	"sqm/internal/rtlink"
 	"sqm/internal/service"
 	"sqm/internal/stats"
 	"sqm/internal/web"
@@ -68,7 +68,7 @@ type webPage struct {
 	cfg   string
 	users *web.Users
 	ln    net.Listener
-	tls   *tls.Config
+	tls   *web.TLSConfig
 	hosts []string
 	// wanPeer refuses clients on the shaped interfaces' side.
 	wanPeer func(netip.Addr) string
@@ -110,16 +110,16 @@ func prepareWeb(env *Env, fs *flag.FlagSet, cfgPath string) (*webPage, error) {
 		return nil, fmt.Errorf("--http-users: %w (make a login with: sqm passwd --users FILE)", err)
 	}
 	certFile, keyFile := flagString(fs, "http-cert"), flagString(fs, "http-key")
-	var tlsConf *tls.Config
+	var tlsConf *web.TLSConfig
 	switch {
 	case (certFile == "") != (keyFile == ""):
 		return nil, usageError("--http-cert and --http-key go together")
 	case certFile != "":
-		cert, err := web.LoadCert(certFile, keyFile)
-		if err != nil {
+		// In a build with -tags sqm_notls this says the build has no
+		// TLS and why.
+		if tlsConf, err = web.LoadTLS(certFile, keyFile); err != nil {
 			return nil, fmt.Errorf("--http-cert/--http-key: %w", err)
 		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -159,27 +159,20 @@ func wanPeerCheck(wan []string, routeDev func(netip.Addr) (string, error)) func(
 // routeDev asks the kernel for its route to a (RTM_GETROUTE, as `ip route
 // get` does) and names the route's device.
 func routeDev(a netip.Addr) (string, error) {
-	c, err := rtnetlink.Dial(nil)
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	fam := uint8(unix.AF_INET)
-	if a.Is6() {
-		fam = unix.AF_INET6
-	}
-	rs, err := c.Route.Get(&rtnetlink.RouteMessage{Family: fam, DstLength: uint8(a.BitLen()), Attributes: rtnetlink.RouteAttributes{Dst: net.IP(a.AsSlice())}})
+	idx, err := rtlink.RouteOut(c, a)
 	if err != nil {
 		return "", err
 	}
-	if len(rs) == 0 || rs[0].Attributes.OutIface == 0 {
-		return "", errors.New("no route")
-	}
-	ifi, err := net.InterfaceByIndex(int(rs[0].Attributes.OutIface))
+	l, err := rtlink.ByIndex(c, idx)
 	if err != nil {
 		return "", err
 	}
-	return ifi.Name, nil
+	return l.Name, nil
 }
 
 // httpHosts splits --http-hosts into names; an address or a name with a

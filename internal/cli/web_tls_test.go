@@ -1,4 +1,4 @@
-//go:build linux && !sqm_noweb
+//go:build linux && !sqm_noweb && !sqm_notls
 
 package cli
 
@@ -11,13 +11,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,45 +135,5 @@ func TestWebHTTPS(t *testing.T) {
 		if res.StatusCode == http.StatusOK {
 			t.Error("plain HTTP got the page")
 		}
-	}
-}
-
-// TestHTTPHosts: --http-hosts (option http_hosts, a list is joined by
-// spaces) takes names, comma or space separated; an address or a port is
-// refused with the reason.
-func TestHTTPHosts(t *testing.T) {
-	got, err := httpHosts("router.example.com, gw.lan\tnas-1")
-	if err != nil || strings.Join(got, "|") != "router.example.com|gw.lan|nas-1" {
-		t.Errorf("names: %q %v", got, err)
-	}
-	for in, want := range map[string]string{
-		"192.168.1.1":     "is an address",
-		"[fd00::1]":       "is an address",
-		"router.lan:8080": "no port",
-		"a/b":             "letters, digits",
-	} {
-		if _, err := httpHosts(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v; want %q", in, err, want)
-		}
-	}
-}
-
-// TestWANPeerCheck: a client whose route leaves through a shaped interface
-// is named; loopback, other devices and unknown routes are let in.
-func TestWANPeerCheck(t *testing.T) {
-	routes := map[string]string{"203.0.113.9": "pppoe-wan", "192.168.1.20": "br-lan", "2001:db8::9": "pppoe-wan"}
-	check := wanPeerCheck([]string{"pppoe-wan", "eth1"}, func(a netip.Addr) (string, error) {
-		if d, ok := routes[a.String()]; ok {
-			return d, nil
-		}
-		return "", errors.New("no route")
-	})
-	for a, want := range map[string]string{"203.0.113.9": "pppoe-wan", "2001:db8::9": "pppoe-wan", "192.168.1.20": "", "127.0.0.1": "", "198.51.100.1": ""} {
-		if got := check(netip.MustParseAddr(a)); got != want {
-			t.Errorf("%s: %q; want %q", a, got, want)
-		}
-	}
-	if got := wanPeerCheck(nil, nil)(netip.MustParseAddr("203.0.113.9")); got != "" {
-		t.Errorf("no shaped interfaces: %q", got)
 	}
 }
