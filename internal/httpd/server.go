@@ -520,7 +520,7 @@ func (w *response) startWire(length int64) {
 	w.body.started = true
 	h := w.header
 	h.Del("Transfer-Encoding")
-	if strings.EqualFold(h.Get("Connection"), "close") {
+	if strings.EqualFold(h.Get("Connection"), "close") || w.c.s.isClosing() {
 		w.close = true
 	}
 	h.Del("Connection")
