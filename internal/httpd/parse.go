@@ -312,7 +312,8 @@ func parseTarget(r *Request, secure bool) error {
 				path = "/" + path
 			}
 		}
-		if auth == "" || strings.ContainsRune(auth, '@') || !validHost(auth) {
+		// validHost refuses user info ('@'): a browser never sends it.
+		if !validHost(auth) {
 			return refuse(StatusBadRequest, "target %q: authority %q is not a host[:port]", clip(t), clip(auth))
 		}
 		if len(r.Header.Values("Host")) == 1 && !strings.EqualFold(r.Host, auth) {

@@ -13,7 +13,7 @@ import (
 
 // refusals are requests the server must refuse, each with the status and
 // a piece of the reason it must give. Each row was seen to fail once with
-// its check turned off (see the report of the change that added them).
+// its check turned off: scripts/httpd-mutations.py does that for each.
 var refusals = []struct {
 	name, raw string
 	code      int
@@ -167,7 +167,6 @@ func splitResponse(out string) (head, body string) {
 	h, b, _ := strings.Cut(out, "\r\n\r\n")
 	return h + "\r\n", b
 }
-
 
 // TestReadRequestFields: what a handler sees of an accepted request.
 func TestReadRequestFields(t *testing.T) {
