@@ -5,13 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
 	"time"
+
+	"sqm/internal/logger"
 )
 
 // ResolveListen turns --http's ADDR into host:port. A bare port or ":PORT"
@@ -159,7 +161,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		// The server's own complaints (a LAN scanner's broken TLS
 		// handshake, a client gone mid-request) are no daemon errors.
-		ErrorLog: slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
+		ErrorLog: log.New(s.log().Writer(logger.LevelDebug), "", 0),
 	}
 	done := make(chan struct{})
 	go func() {
