@@ -12,7 +12,6 @@ package service
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/kernel"
 	"sqm/internal/logger"
 	"sqm/internal/plan"
