@@ -21,7 +21,7 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"slices"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 )
@@ -325,11 +325,7 @@ func (e *encoder) mapValue(v reflect.Value) error {
 	if err := checkMapKey(v.Type()); err != nil {
 		return err
 	}
-	type kv struct {
-		k string
-		v reflect.Value
-	}
-	kvs := make([]kv, 0, v.Len())
+	kvs := mapEntries{k: make([]string, 0, v.Len()), v: make([]reflect.Value, 0, v.Len())}
 	it := v.MapRange()
 	for it.Next() {
 		k := it.Key()
@@ -342,30 +338,38 @@ func (e *encoder) mapValue(v reflect.Value) error {
 		default:
 			s = strconv.FormatUint(k.Uint(), 10)
 		}
-		kvs = append(kvs, kv{s, it.Value()})
+		kvs.k = append(kvs.k, s)
+		kvs.v = append(kvs.v, it.Value())
 	}
-	slices.SortFunc(kvs, func(a, b kv) int {
-		switch {
-		case a.k < b.k:
-			return -1
-		case a.k > b.k:
-			return 1
-		}
-		return 0
-	})
+	sort.Sort(&kvs)
 	e.buf = append(e.buf, '{')
-	for i, p := range kvs {
+	for i, k := range kvs.k {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		e.buf = appendString(e.buf, p.k, e.html)
+		e.buf = appendString(e.buf, k, e.html)
 		e.buf = append(e.buf, ':')
-		if err := e.nested(p.v); err != nil {
-			return addPath(err, "["+strconv.Quote(p.k)+"]", -1)
+		if err := e.nested(kvs.v[i]); err != nil {
+			return addPath(err, "["+strconv.Quote(k)+"]", -1)
 		}
 	}
 	e.buf = append(e.buf, '}')
 	return nil
+}
+
+// mapEntries sorts a map's members by key through sort.Interface, which
+// the router build links anyway; a generic sort of a struct slice would be
+// 10 KB of code of its own.
+type mapEntries struct {
+	k []string
+	v []reflect.Value
+}
+
+func (m *mapEntries) Len() int           { return len(m.k) }
+func (m *mapEntries) Less(i, j int) bool { return m.k[i] < m.k[j] }
+func (m *mapEntries) Swap(i, j int) {
+	m.k[i], m.k[j] = m.k[j], m.k[i]
+	m.v[i], m.v[j] = m.v[j], m.v[i]
 }
 
 // checkMapKey refuses the key types encoding/json would write through
