@@ -10,10 +10,12 @@
 # no TLS: cmd/sqm's TestForbiddenDeps checks).
 SQM_ROUTER_TAGS := sqm_nolab,sqm_notest,sqm_noweb
 
-# sqm-full: also the daemon's page, /metrics over HTTP, sqm test/server,
-# RPM and tune; no lab or VM harness (netem, veth and qemu are not on a
-# router) and no PNG pictures (the page draws SVG; `--plot x.svg` works).
-SQM_FULL_TAGS := sqm_nolab,sqm_nopng
+# sqm-full: also the daemon's page, /metrics over HTTP, sqm test/server
+# and tune; no lab or VM harness (netem, veth and qemu are not on a
+# router), no PNG pictures (the page draws SVG; `--plot x.svg` works) and
+# no TLS (sqm_notls), hence no HTTPS page and no RPM test or server, whose
+# HTTP/2 over TLS would take half this package's budget by itself.
+SQM_FULL_TAGS := sqm_nolab,sqm_nopng,sqm_notls
 
 # Go flags of both packages (-trimpath is always on; OpenWrt's
 # golang-package.mk passes it itself). The GCFLAGS are a whole -gcflags

@@ -78,14 +78,19 @@ func TestBuildTags(t *testing.T) {
 		tags string
 		gone []string
 		cmds map[string]string // command -> tag it must name
+		// flags are command lines whose flags the build leaves out:
+		// each must be refused (exit 2) with a message that names the tag.
+		flags [][]string
 	}{
 		{"sqm_nolab", []string{"sqm/internal/lab", "sqm/internal/vm", "sqm/internal/netns"},
-			map[string]string{"lab": "sqm_nolab"}},
+			map[string]string{"lab": "sqm_nolab"}, nil},
 		{"sqm_noweb", []string{"sqm/internal/web"},
-			map[string]string{"passwd": "sqm_noweb"}},
+			map[string]string{"passwd": "sqm_noweb"}, nil},
 		{"sqm_nolab,sqm_notest,sqm_noweb", []string{"sqm/internal/lab", "sqm/internal/vm", "sqm/internal/web",
 			"sqm/internal/bloat", "sqm/internal/plot", "sqm/internal/report", "sqm/internal/iperf3", "sqm/internal/irtt", "sqm/internal/rpm"},
-			map[string]string{"lab": "sqm_nolab", "test": "sqm_notest", "server": "sqm_notest", "passwd": "sqm_noweb"}},
+			map[string]string{"lab": "sqm_nolab", "test": "sqm_notest", "server": "sqm_notest", "passwd": "sqm_noweb"}, nil},
+		{"sqm_notls", []string{"sqm/internal/rpm"}, nil,
+			[][]string{{"test", "--rpm", "https://127.0.0.1:9"}, {"test", "--insecure", "127.0.0.1:9"}, {"server", "--rpm", ":0"}}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
@@ -117,6 +122,19 @@ func TestBuildTags(t *testing.T) {
 				want := "sqm " + name + " is not in this build (built with -tags " + tag + ")\n"
 				if stderr.String() != want {
 					t.Errorf("sqm %s in the %s build says %q; want %q", name, tt.tags, stderr.String(), want)
+				}
+			}
+			for _, args := range tt.flags {
+				var stderr strings.Builder
+				cmd := exec.Command(bin, args...)
+				cmd.Stderr = &stderr
+				err := cmd.Run()
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+					t.Errorf("sqm %s in the %s build: %v; want exit status 2", strings.Join(args, " "), tt.tags, err)
+				}
+				if want := "is not in this build (built with -tags " + tt.tags; !strings.Contains(stderr.String(), want) {
+					t.Errorf("sqm %s in the %s build says %q; want it to say %q", strings.Join(args, " "), tt.tags, stderr.String(), want)
 				}
 			}
 			help, err := exec.Command(bin, "--help").Output()

@@ -43,6 +43,8 @@ var routerForbidden = []rule{
 	{pkg: "math/big", why: "66 KB; crypto/rand links it (use math/rand/v2 where a value need only be unique)"},
 	{pkg: "github.com/florianl/go-tc", why: "sqm encodes its tc requests itself (internal/kernel; ~0.33 MB)"},
 	{pkg: "github.com/jsimonetti/rtnetlink/", why: "sqm encodes its link requests itself (internal/rtlink; ~0.2 MB)"},
+	{pkg: "log/slog", why: "~90 KB on mipsle, and it links encoding/json for its JSON handler; internal/logger writes slog's text lines"},
+	{pkg: "encoding/json", why: "~0.1 MB of mipsle code on top of internal/json, which writes the same bytes with one reflect walk instead of per-type generated coders"},
 }
 
 // fullForbidden is what sqm-full (SQM_FULL_TAGS) must not link: the parts

@@ -4,11 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"sqm/internal/json"
 )
 
 // ProtocolVersion is the control protocol's version. A server refuses a

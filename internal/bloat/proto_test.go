@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	stdjson "encoding/json"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"sqm/internal/json/jsontest"
 )
 
 func TestMessageRoundTrip(t *testing.T) {
@@ -204,6 +207,30 @@ func FuzzServerConn(f *testing.F) {
 		defer s.mu.Unlock()
 		if !s.adm.idle() || len(s.sessions) != 0 {
 			t.Fatalf("leaked state: admission %+v, %d sessions", *s.adm, len(s.sessions))
+		}
+	})
+}
+
+// FuzzMessageJSON holds the control message's decoding to encoding/json's
+// (the protocol was written against it): the same inputs accepted, the
+// same message stored, the same bytes written back.
+func FuzzMessageJSON(f *testing.F) {
+	for _, m := range []message{
+		{Type: msgHello, Version: 1, DurationMs: 1000, GraceMs: 500, Streams: 4},
+		{Type: msgStream, Token: make([]byte, tokenLen), Dir: DirDown, DSCP: 46},
+		{Type: "auth", Nonce: []byte("0123456789abcdef"), MAC: []byte{0xff, 0, 0x80}},
+		{Type: "error", Error: "busy <retry> & \u2028 later"},
+	} {
+		b, err := stdjson.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"type":"hello","VERSION":1,"streams":1e3,"nonce":"a=\n=","token":null,"x":[{}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := jsontest.Unmarshal(b, func() any { return new(message) }); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -7,16 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
 	"sqm/internal/linkwatch"
+	"sqm/internal/logger"
 	"sqm/internal/service"
 	"sqm/internal/units"
 )
@@ -149,12 +148,12 @@ Example:
 			// never exits on a config problem (issue 23).
 			levelOnCommandLine := flagSet(fs, "log-level")
 			sectionErr := daemonSection(fs, flagString(fs, "config"))
-			var level slog.Level
+			var level logger.Level
 			if err := level.UnmarshalText([]byte(flagString(fs, "log-level"))); err != nil {
 				if !levelOnCommandLine {
 					sectionErr = errors.Join(sectionErr, fmt.Errorf("log_level %q: use debug, info, warn or error", flagString(fs, "log-level")))
 					fs.Set("log-level", "info")
-					level = slog.LevelInfo
+					level = logger.LevelInfo
 				} else {
 					return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 				}
@@ -214,7 +213,7 @@ Example:
 				ConfigPath: configSource(fs),
 				Load: func(path string) (*config.File, error) {
 					refreshAvailableQdiscs(log, dir)
-					f, err := loadConfig(&Env{Stderr: logWriter{log}, Getenv: env.Getenv}, path)
+					f, err := loadConfig(&Env{Stderr: log.Writer(logger.LevelWarn), Getenv: env.Getenv}, path)
 					if f != nil {
 						loaded = f.Queues
 						// luci-app-sqm tells users to look at
@@ -282,19 +281,6 @@ func daemonTimings(fs *flag.FlagSet) (debounce, checkEvery, pollEvery time.Durat
 		return d
 	}
 	return get("debounce"), get("check-interval"), get("poll-interval")
-}
-
-// logWriter turns lines written by loadConfig (config warnings) into log
-// records, so the daemon's output stays one line per event.
-type logWriter struct{ log *slog.Logger }
-
-func (l logWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
-		if line != "" {
-			l.log.Warn(line)
-		}
-	}
-	return len(p), nil
 }
 
 // daemonOptions maps `config sqm 'daemon'` options to flags.

@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/lab"
 	"sqm/internal/units"
 	"sqm/internal/vm"

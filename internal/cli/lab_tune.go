@@ -4,12 +4,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"sqm/internal/json"
 	"sqm/internal/lab"
 	"sqm/internal/plot"
 	"sqm/internal/report"

@@ -4,11 +4,11 @@ package cli
 
 import (
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"time"
 
 	"sqm/internal/features"
+	"sqm/internal/logger"
 	"sqm/internal/luci"
 )
 
@@ -18,7 +18,7 @@ import (
 // a qdisc whose kernel module was installed after boot shows up in LuCI
 // without a reboot: each call uses a fresh prober, because the shared one
 // caches "missing" for the life of the process.
-func refreshAvailableQdiscs(log *slog.Logger, stateDir string) {
+func refreshAvailableQdiscs(log *logger.Logger, stateDir string) {
 	start := time.Now()
 	dir := filepath.Join(stateDir, "available_qdiscs")
 	p := features.NewProber()

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/plan"
 )
 

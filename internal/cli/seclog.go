@@ -6,38 +6,38 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/plan"
 	"sqm/internal/service"
 )
 
-// levelTrace is sqm-scripts' TRACE verbosity (10), below slog's Debug.
-const levelTrace = slog.LevelDebug - 4
+// levelTrace is sqm-scripts' TRACE verbosity (10), below Debug.
+const levelTrace = logger.LevelTrace
 
 // verbosityLevel maps sqm-scripts' verbosity option (0 silent, 1 error,
 // 2 warning, 5 info, 8 debug, 10 trace; a message is shown when its level
-// is at most the verbosity) to the lowest slog level shown. show is false
+// is at most the verbosity) to the lowest level shown. show is false
 // for 0: nothing at all.
-func verbosityLevel(v int) (level slog.Level, show bool) {
+func verbosityLevel(v int) (level logger.Level, show bool) {
 	switch {
 	case v >= 10:
 		return levelTrace, true
 	case v >= 8:
-		return slog.LevelDebug, true
+		return logger.LevelDebug, true
 	case v >= 5:
-		return slog.LevelInfo, true
+		return logger.LevelInfo, true
 	case v >= 2:
-		return slog.LevelWarn, true
+		return logger.LevelWarn, true
 	case v >= 1:
-		return slog.LevelError, true
+		return logger.LevelError, true
 	}
-	return slog.LevelError, false
+	return logger.LevelError, false
 }
 
 // debugLogMax bounds a debug log the daemon appends to: the state
@@ -60,40 +60,30 @@ const debugLogMax = 1 << 20
 //     shaping at exit, rewrites <iface>.stop-sqm.log.
 type sectionLogs struct {
 	mu       sync.Mutex
-	out      slog.Handler
-	level    slog.Level
+	out      logger.Handler
+	level    logger.Level
 	sections map[string]*sectionLog // by interface and by its IFB
 }
 
 type sectionLog struct {
 	iface string
 	show  bool
-	level slog.Level
+	level logger.Level
 	path  string
 	file  *os.File
 	size  int64
 }
 
-func newSectionLogs(w io.Writer, level slog.Level) *sectionLogs {
+func newSectionLogs(w io.Writer, level logger.Level) *sectionLogs {
 	return &sectionLogs{
-		out:      slog.NewTextHandler(w, &slog.HandlerOptions{Level: levelTrace, ReplaceAttr: levelNames}),
+		out:      logger.NewText(w, levelTrace),
 		level:    level,
 		sections: map[string]*sectionLog{},
 	}
 }
 
-// levelNames prints levelTrace as TRACE rather than DEBUG-4.
-func levelNames(groups []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.LevelKey && len(groups) == 0 {
-		if l, ok := a.Value.Any().(slog.Level); ok && l <= levelTrace {
-			a.Value = slog.StringValue("TRACE")
-		}
-	}
-	return a
-}
-
 // logger returns a logger over the routing handler.
-func (s *sectionLogs) logger() *slog.Logger { return slog.New(&sectionHandler{s: s}) }
+func (s *sectionLogs) logger() *logger.Logger { return logger.New(&sectionHandler{s: s}) }
 
 // configure sets the sections records are routed by, replacing earlier
 // ones. With dir non-empty, sections with debug_logging get a debug file
@@ -159,7 +149,7 @@ func (sl *sectionLog) open(appendMode bool) error {
 
 // write sends r to the debug file, starting the file over when it
 // reaches debugLogMax.
-func (sl *sectionLog) write(ctx context.Context, r slog.Record) {
+func (sl *sectionLog) write(ctx context.Context, r logger.Record) {
 	if sl.file == nil {
 		return
 	}
@@ -170,7 +160,7 @@ func (sl *sectionLog) write(ctx context.Context, r slog.Record) {
 		}
 	}
 	cw := &countWriter{w: sl.file}
-	h := slog.NewTextHandler(cw, &slog.HandlerOptions{Level: levelTrace, ReplaceAttr: levelNames})
+	h := logger.NewText(cw, levelTrace)
 	_ = h.Handle(ctx, r)
 	sl.size += cw.n
 }
@@ -201,7 +191,7 @@ func (s *sectionLogs) close() {
 // trace is a kernel.Conn trace function: each change, at debug level
 // (sqm-scripts logs each successful command at DEBUG), under the
 // interface it belongs to.
-func (s *sectionLogs) trace(log *slog.Logger) func(kernel.Op) {
+func (s *sectionLogs) trace(log *logger.Logger) func(kernel.Op) {
 	return func(op kernel.Op) {
 		iface := op.Device
 		s.mu.Lock()
@@ -221,10 +211,10 @@ func (s *sectionLogs) trace(log *slog.Logger) func(kernel.Op) {
 
 type sectionHandler struct {
 	s     *sectionLogs
-	attrs []slog.Attr
+	attrs []logger.Attr
 }
 
-func (h *sectionHandler) Enabled(ctx context.Context, l slog.Level) bool {
+func (h *sectionHandler) Enabled(ctx context.Context, l logger.Level) bool {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	if l >= h.s.level {
@@ -238,19 +228,18 @@ func (h *sectionHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return false
 }
 
-func (h *sectionHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *sectionHandler) Handle(ctx context.Context, r logger.Record) error {
 	if len(h.attrs) > 0 {
-		r = r.Clone()
-		r.AddAttrs(h.attrs...)
+		// With's attrs first, as a text handler's own With puts them.
+		r.Attrs = append(h.attrs[:len(h.attrs):len(h.attrs)], r.Attrs...)
 	}
 	iface := ""
-	r.Attrs(func(a slog.Attr) bool {
+	for _, a := range r.Attrs {
 		if a.Key == "interface" {
-			iface = a.Value.String()
-			return false
+			iface, _ = a.Value.(string)
+			break
 		}
-		return true
-	})
+	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	sl := h.s.sections[iface]
@@ -267,16 +256,13 @@ func (h *sectionHandler) Handle(ctx context.Context, r slog.Record) error {
 	return nil
 }
 
-func (h *sectionHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &sectionHandler{s: h.s, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+func (h *sectionHandler) WithAttrs(as []logger.Attr) logger.Handler {
+	return &sectionHandler{s: h.s, attrs: append(append([]logger.Attr(nil), h.attrs...), as...)}
 }
-
-// WithGroup is not used by sqm's loggers; groups are flattened.
-func (h *sectionHandler) WithGroup(string) slog.Handler { return h }
 
 // debugHeader starts each debug log with the command and sqm's version,
 // at trace level (stderr shows it only with verbosity 10).
-func debugHeader(log *slog.Logger, qs []config.Queue, command string) {
+func debugHeader(log *logger.Logger, qs []config.Queue, command string) {
 	for _, q := range qs {
 		if q.Enabled && q.DebugLogging {
 			log.Log(context.Background(), levelTrace, "sqm "+command, "interface", q.Interface, "section", q.Name,

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
@@ -25,7 +25,7 @@ import (
 // configured follow the command's level. The option used to be parsed and
 // ignored: every command logged at warn, whatever the section said.
 func TestVerbosity(t *testing.T) {
-	emit := func(log *slog.Logger, trace func(kernel.Op)) {
+	emit := func(log *logger.Logger, trace func(kernel.Op)) {
 		ctx := context.Background()
 		log.Error("e", "interface", "eth1")
 		log.Warn("w", "interface", "eth1")
@@ -50,7 +50,7 @@ func TestVerbosity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		logs := newSectionLogs(&out, slog.LevelWarn)
+		logs := newSectionLogs(&out, logger.LevelWarn)
 		q := config.Defaults()
 		q.Name, q.Interface, q.Enabled, q.Verbosity = "wan", "eth1", true, tt.verbosity
 		if err := logs.configure([]config.Queue{q}, "", "start-sqm", false); err != nil {
@@ -89,7 +89,7 @@ func TestDebugLogFile(t *testing.T) {
 	quiet.Name, quiet.Interface, quiet.Enabled = "lan", "eth2", true
 	run := func(file string, appendMode bool, msg string) string {
 		var out bytes.Buffer
-		logs := newSectionLogs(&out, slog.LevelWarn)
+		logs := newSectionLogs(&out, logger.LevelWarn)
 		if err := logs.configure([]config.Queue{q, quiet}, dir, file, appendMode); err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestDebugLogRefusesLink(t *testing.T) {
 		if err := os.Symlink(victim, filepath.Join(dir, "eth1."+tt.file+".log")); err != nil {
 			t.Fatal(err)
 		}
-		logs := newSectionLogs(&bytes.Buffer{}, slog.LevelWarn)
+		logs := newSectionLogs(&bytes.Buffer{}, logger.LevelWarn)
 		err := logs.configure([]config.Queue{q}, dir, tt.file, tt.appendMode)
 		if err == nil || !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("%s log through a planted link: %v; want refusal", tt.file, err)

@@ -7,11 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/service"
 )
 
@@ -57,7 +57,7 @@ func openSession(env *Env, fs *flag.FlagSet) (*session, error) {
 		lock.Release()
 		return nil, err
 	}
-	logs := newSectionLogs(env.Stderr, slog.LevelWarn)
+	logs := newSectionLogs(env.Stderr, logger.LevelWarn)
 	log := logs.logger()
 	conn.SetTrace(logs.trace(log))
 	return &session{

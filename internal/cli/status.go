@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/kernel"
 	"sqm/internal/plan"
 	"sqm/internal/service"

@@ -4,7 +4,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
+	"sqm/internal/json/jsontest"
 	"sqm/internal/kernel"
 	"sqm/internal/plan"
 	"sqm/internal/service"
@@ -256,6 +257,14 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "status.json.golden", b.Bytes())
+	// The golden file was first written by encoding/json; hold both the
+	// writing and the reading of the document to it.
+	if err := jsontest.Marshal(statusJSON(rep, "/run/sqm")); err != nil {
+		t.Error(err)
+	}
+	if err := jsontest.Unmarshal(b.Bytes(), func() any { return new(statusDoc) }); err != nil {
+		t.Error(err)
+	}
 	// Every key, at any depth, is snake_case, and the plan appears once.
 	var walk func(v any)
 	plans := 0

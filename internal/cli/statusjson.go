@@ -3,10 +3,10 @@
 package cli
 
 import (
-	"encoding/json"
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/kernel"
 	"sqm/internal/service"
 	"sqm/internal/units"

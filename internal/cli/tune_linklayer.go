@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"sqm/internal/json"
 	"sqm/internal/linklayer"
 )
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"sqm/internal/config"
 	"sqm/internal/features"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
 	"sqm/internal/plan"
@@ -210,7 +210,7 @@ func (p *webPage) close() {
 // start serves the page until ctx ends. The daemon's loop applies the
 // page's changes through reqs. A page that cannot read the kernel is
 // logged; the shaping goes on without it.
-func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- service.Request, log *slog.Logger) {
+func (p *webPage) start(ctx context.Context, d *service.Daemon, reqs chan<- service.Request, log *logger.Logger) {
 	conn, err := kernel.Open()
 	if err != nil {
 		log.Error("web page not started", "err", err)

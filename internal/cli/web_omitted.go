@@ -5,8 +5,8 @@ package cli
 import (
 	"context"
 	"flag"
-	"log/slog"
 
+	"sqm/internal/logger"
 	"sqm/internal/service"
 )
 
@@ -33,4 +33,4 @@ func prepareWeb(_ *Env, fs *flag.FlagSet, _ string) (*webPage, error) {
 
 func (*webPage) close() {}
 
-func (*webPage) start(context.Context, *service.Daemon, chan<- service.Request, *slog.Logger) {}
+func (*webPage) start(context.Context, *service.Daemon, chan<- service.Request, *logger.Logger) {}

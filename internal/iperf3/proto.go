@@ -22,13 +22,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"syscall"
+
+	"sqm/internal/json"
 )
 
 // DefaultPort is iperf3's default control and data port.

@@ -2,7 +2,6 @@ package report
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/json"
 )
 
 // flentVersion is the flent release whose data format (file format version

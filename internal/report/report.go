@@ -5,7 +5,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/json"
 	"sqm/internal/stats"
 )
 

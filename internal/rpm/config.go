@@ -12,13 +12,13 @@ package rpm
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"sqm/internal/json"
 )
 
 // WellKnownPath is where the draft puts the configuration document.
@@ -60,7 +60,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(data) > maxConfigSize {
 		return nil, fmt.Errorf("configuration document is %d bytes; more than %d is not a configuration", len(data), maxConfigSize)
 	}
-	top, err := objectFields(json.NewDecoder(bytes.NewReader(data)), "document")
+	top, err := objectFields(data, "document")
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if !ok {
 		return nil, errors.New(`configuration has no "urls" object`)
 	}
-	urls, err := objectFields(json.NewDecoder(bytes.NewReader(u[0])), `"urls"`)
+	urls, err := objectFields(u[0], `"urls"`)
 	if err != nil {
 		return nil, err
 	}
@@ -141,38 +141,22 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 // objectFields reads one JSON object and returns each key's raw values in
-// order of appearance. encoding/json would keep only the last of a
-// duplicated key, and the draft makes duplicates invalid, so the object is
-// walked token by token.
-func objectFields(d *json.Decoder, what string) (map[string][]json.RawMessage, error) {
-	t, err := d.Token()
-	if err != nil {
-		return nil, fmt.Errorf("configuration %s is not JSON: %v", what, err)
-	}
-	if t != json.Delim('{') {
+// order of appearance. Unmarshal would keep only the last of a duplicated
+// key, and the draft makes duplicates invalid, so the members are listed
+// as they appear.
+func objectFields(data []byte, what string) (map[string][]json.RawMessage, error) {
+	ms, rest, err := json.Members(data)
+	switch {
+	case errors.Is(err, json.ErrNotObject):
 		return nil, fmt.Errorf("configuration %s is not a JSON object", what)
+	case err != nil:
+		return nil, fmt.Errorf("configuration %s is not JSON: %v", what, err)
+	case len(bytes.Trim(rest, " \t\r\n")) > 0:
+		return nil, fmt.Errorf("configuration %s: data after the object", what)
 	}
 	out := map[string][]json.RawMessage{}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("configuration %s: %v", what, err)
-		}
-		k, ok := t.(string)
-		if !ok {
-			return nil, fmt.Errorf("configuration %s: key %v is not a string", what, t)
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, fmt.Errorf("configuration %s, field %q: %v", what, k, err)
-		}
-		out[k] = append(out[k], v)
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, fmt.Errorf("configuration %s: %v", what, err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, fmt.Errorf("configuration %s: data after the object", what)
+	for _, m := range ms {
+		out[m.Name] = append(out[m.Name], m.Value)
 	}
 	return out, nil
 }

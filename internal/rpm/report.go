@@ -1,10 +1,11 @@
 package rpm
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+
+	"sqm/internal/json"
 )
 
 // JSON writes the result as `sqm test --rpm --json` prints it.

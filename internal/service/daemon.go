@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"sort"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"sqm/internal/config"
 	"sqm/internal/linkwatch"
+	"sqm/internal/logger"
 )
 
 // Daemon keeps the kernel shaped as the config says while interfaces come
@@ -65,7 +65,7 @@ type Daemon struct {
 	// the daemon only logs the difference (once per distinct difference).
 	Restore    bool
 	StopOnExit bool
-	Log        *slog.Logger
+	Log        *logger.Logger
 
 	queues   []config.Queue
 	refused  []*config.SectionError
@@ -126,9 +126,9 @@ func statConfig(path string) stamp {
 	return stamp{fi.ModTime(), fi.Size()}
 }
 
-func (d *Daemon) log() *slog.Logger {
+func (d *Daemon) log() *logger.Logger {
 	if d.Log == nil {
-		return slog.New(slog.DiscardHandler)
+		return logger.New(logger.Discard)
 	}
 	return d.Log
 }

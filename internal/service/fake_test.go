@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"sqm/internal/config"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/plan"
 )
 
@@ -181,7 +181,7 @@ func newService(t *testing.T, k *fakeKernel) (*Service, *logBuf) {
 		Kernel: k,
 		Store:  &Store{Dir: t.TempDir()},
 		Plan:   fakePlan,
-		Log:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Log:    logger.New(logger.NewText(lb, logger.LevelDebug)),
 		Now:    func() time.Time { return time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC) },
 	}, lb
 }

@@ -12,10 +12,8 @@ package service
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -24,7 +22,9 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/kernel"
+	"sqm/internal/logger"
 	"sqm/internal/plan"
 )
 
@@ -39,7 +39,7 @@ type Service struct {
 	Kernel Kernel
 	Store  *Store
 	Plan   PlanFunc
-	Log    *slog.Logger
+	Log    *logger.Logger
 	Now    func() time.Time
 	// Independent makes Apply treat sections separately: one that the
 	// kernel refuses is reported and the others are still applied, with
@@ -48,9 +48,9 @@ type Service struct {
 	Independent bool
 }
 
-func (s *Service) log() *slog.Logger {
+func (s *Service) log() *logger.Logger {
 	if s.Log == nil {
-		return slog.New(slog.DiscardHandler)
+		return logger.New(logger.Discard)
 	}
 	return s.Log
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/plan"
 )
 

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 )
 
 // StateVersion is bumped when State changes incompatibly; older files are

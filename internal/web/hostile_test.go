@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -24,6 +23,7 @@ import (
 
 	"sqm/internal/httpd"
 	"sqm/internal/httpd/httpdtest"
+	"sqm/internal/logger"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -345,7 +345,7 @@ func login(s *Server, remote, pw string) result {
 func TestLoginThrottlePerClient(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	var logs syncBuffer
-	s := &Server{Users: testUsers(t), clock: clock.Now, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	s := &Server{Users: testUsers(t), clock: clock.Now, Log: logger.New(logger.NewText(&logs, logger.LevelInfo))}
 	entered, release := make(chan struct{}, 20), make(chan struct{})
 	s.check = func(pw string) (Role, bool) {
 		if pw == "guess" {
@@ -436,7 +436,7 @@ func TestLoginThrottlePerClient(t *testing.T) {
 func TestThrottleLogOncePerMinute(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	var logs syncBuffer
-	th := newThrottle(clock.Now, slog.New(slog.NewTextHandler(&logs, nil)))
+	th := newThrottle(clock.Now, logger.New(logger.NewText(&logs, logger.LevelInfo)))
 	k := clientKey(netip.MustParseAddr("10.0.0.1"))
 	for range 200 {
 		if ok, _, _ := th.begin(k); ok {
@@ -462,7 +462,7 @@ func TestThrottleLogOncePerMinute(t *testing.T) {
 // IPv6 /64 is one entry.
 func TestThrottleTableBounded(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	th := newThrottle(clock.Now, slog.New(slog.DiscardHandler))
+	th := newThrottle(clock.Now, logger.New(logger.Discard))
 	th.max = 8
 	fail := func(a string) {
 		k := clientKey(netip.MustParseAddr(a))

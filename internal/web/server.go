@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"strconv"
@@ -42,6 +41,7 @@ import (
 
 	"sqm/internal/bloat"
 	"sqm/internal/httpd"
+	"sqm/internal/logger"
 	"sqm/internal/tune"
 )
 
@@ -70,7 +70,7 @@ type Server struct {
 	Users  *Users
 	// Metrics is mounted at /metrics when set (Prometheus text format).
 	Metrics httpd.Handler
-	Log     *slog.Logger
+	Log     *logger.Logger
 	// Hosts are the names, beyond the router's own (see hostPolicy), that
 	// the page answers to in the Host header (--http-hosts).
 	Hosts []string
@@ -118,9 +118,9 @@ func (s *Server) base() context.Context {
 	return s.ctx
 }
 
-func (s *Server) log() *slog.Logger {
+func (s *Server) log() *logger.Logger {
 	if s.Log == nil {
-		return slog.New(slog.DiscardHandler)
+		return logger.New(logger.Discard)
 	}
 	return s.Log
 }

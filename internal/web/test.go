@@ -165,7 +165,7 @@ func (s *Server) postTest(w httpd.ResponseWriter, r *httpd.Request, _ *session) 
 			}
 			t.mu.Unlock()
 		},
-		// slog takes key-value pairs, not a format: the note is formatted
+		// The log takes key-value pairs, not a format: the note is formatted
 		// first, or its arguments would be logged as !BADKEY attributes.
 		Logf: func(format string, args ...any) { s.log().Warn("web test: " + fmt.Sprintf(format, args...)) },
 	}

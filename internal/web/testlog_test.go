@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/logger"
 )
 
 // syncBuffer is a log sink the test goroutine and the page's test
@@ -38,7 +38,7 @@ func (s *syncBuffer) String() string {
 func TestTestNoteLogged(t *testing.T) {
 	r := newRig(t)
 	var logs syncBuffer
-	r.srv.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	r.srv.Log = logger.New(logger.NewText(&logs, logger.LevelInfo))
 	done := make(chan struct{})
 	r.srv.Test = func(ctx context.Context, o bloat.Options) (*bloat.Result, error) {
 		defer close(done)

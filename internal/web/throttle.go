@@ -1,10 +1,11 @@
 package web
 
 import (
-	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
+
+	"sqm/internal/logger"
 )
 
 // throttle limits password guessing per client (clientKey: an IPv4
@@ -19,7 +20,7 @@ import (
 // many IPv4 hosts, and IPv6 counts by /64).
 type throttle struct {
 	now func() time.Time
-	log *slog.Logger
+	log *logger.Logger
 	max int
 
 	mu      sync.Mutex
@@ -49,7 +50,7 @@ const (
 	logLinesPerMin  = 30 // lines about failed logins, all clients together
 )
 
-func newThrottle(now func() time.Time, log *slog.Logger) *throttle {
+func newThrottle(now func() time.Time, log *logger.Logger) *throttle {
 	return &throttle{now: now, log: log, max: throttleEntries, m: map[netip.Prefix]*attempts{}}
 }
 
