@@ -32,6 +32,7 @@ var routerForbidden = []rule{
 	{pkg: "golang.org/x/image/", why: "fonts for raster pictures"},
 	{pkg: "github.com/chromedp/", why: "the browser tests' driver"},
 	{pkg: "sqm/internal/web", why: "the daemon's page is sqm-full's"},
+	{pkg: "sqm/internal/httpd", why: "the page's and /metrics' HTTP server is sqm-full's"},
 	{pkg: "sqm/internal/rpm", why: "the RPM test is sqm-full's"},
 	{pkg: "sqm/internal/bloat", why: "the tester is sqm-full's"},
 	{pkg: "sqm/internal/plot", why: "pictures are sqm-full's"},
@@ -55,6 +56,9 @@ var fullForbidden = []rule{
 	{pkg: "sqm/internal/netns", why: "only the lab makes namespaces"},
 	{pkg: "github.com/chromedp/", why: "the browser tests' driver"},
 	{pkg: "golang.org/x/net/http2", why: "net/http has HTTP/2 built in (+0.66 MB for a second copy)"},
+	{pkg: "net/http", why: "the page and /metrics serve on sqm/internal/httpd (net/http costs ~3.5 MB on mipsle: it always links crypto/tls)"},
+	{pkg: "crypto/tls", why: "sqm_notls: no HTTPS page and no RPM in sqm-full (~3 MB on mipsle with crypto/x509)"},
+	{pkg: "github.com/jsimonetti/rtnetlink/", why: "the page's WAN route check asks the kernel through sqm/internal/rtlink"},
 	{pkg: "html/template", why: "templates keep every exported method reachable by reflection"},
 	{pkg: "text/template", why: "templates keep every exported method reachable by reflection"},
 	{pkg: "image/png", why: "sqm-full draws SVG only (-tags sqm_nopng)"},
@@ -189,28 +193,29 @@ func TestForbiddenDeps(t *testing.T) {
 }
 
 // TestForbiddenDepsCatches runs the check on testdata/creep, a program
-// that imports the metrics HTTP handler as a command might by mistake:
-// the router rules must name net/http, crypto/tls and crypto/x509 with
-// the import chain through sqm/internal/metrics/metricshttp, and a
-// program without it (this one's own cmd/sqm under the router tags is
-// checked above) passes.
+// that imports the metrics HTTP handler and net/http as a command might
+// by mistake: the router rules must name the page's server (httpd) with
+// the import chain through sqm/internal/metrics/metricshttp, and net/http,
+// crypto/tls and crypto/x509 with theirs; a program without them (this
+// one's own cmd/sqm under the router tags is checked above) passes.
 func TestForbiddenDepsCatches(t *testing.T) {
 	g := goTool(t)
 	const root = "sqm/cmd/sqm/testdata/creep"
 	graph := importGraph(t, g, root, "")
 	bad := forbidden(graph, root, routerForbidden)
-	for _, want := range []string{
-		"links net/http (",
-		"links crypto/tls (",
-		"links crypto/x509 (",
+	for _, want := range []struct{ msg, chain string }{
+		{"links sqm/internal/httpd (", root + " -> sqm/internal/metrics/metricshttp -> sqm/internal/httpd"},
+		{"links net/http (", root + " -> net/http"},
+		{"links crypto/tls (", root + " -> net/http -> crypto/tls"},
+		{"links crypto/x509 (", root + " -> net/http -> crypto/tls -> crypto/x509"},
 	} {
-		i := slices.IndexFunc(bad, func(s string) bool { return strings.HasPrefix(s, want) })
+		i := slices.IndexFunc(bad, func(s string) bool { return strings.HasPrefix(s, want.msg) })
 		if i < 0 {
-			t.Errorf("the check misses %q in testdata/creep; it said:\n%s", want, strings.Join(bad, "\n"))
+			t.Errorf("the check misses %q in testdata/creep; it said:\n%s", want.msg, strings.Join(bad, "\n"))
 			continue
 		}
-		if !strings.Contains(bad[i], root+" -> sqm/internal/metrics/metricshttp -> net/http") {
-			t.Errorf("%q does not show the import chain through metricshttp", bad[i])
+		if !strings.Contains(bad[i], want.chain) {
+			t.Errorf("%q does not show the import chain %s", bad[i], want.chain)
 		}
 	}
 	if got := forbidden(map[string][]string{root: {"fmt"}, "fmt": nil}, root, routerForbidden); len(got) != 0 {
