@@ -42,7 +42,7 @@ func runSizes(t *testing.T, goTool, main, budget string) (code int, stdout, stde
 
 // TestSizesCheck shows that `make sizes` fails on a build over its budget:
 // with a 3 MB budget, an empty program (1.4 MB on mipsle) passes and
-// testdata/creep, which imports net/http by way of the metrics handler
+// testdata/creep, which imports net/http (and the metrics handler)
 // (6.6 MB), fails with exit 1, naming the target, the package and the
 // excess in bytes; a budget that is not a number is refused.
 func TestSizesCheck(t *testing.T) {
