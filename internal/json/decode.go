@@ -26,7 +26,7 @@ func Unmarshal(data []byte, v any) error {
 	if err := checkValid(data); err != nil {
 		return err
 	}
-	return decodeValid(data, rv, 0)
+	return decodeValid(data, rv, 0, false)
 }
 
 func typeName(v reflect.Value) string {
@@ -40,9 +40,9 @@ func typeName(v reflect.Value) string {
 }
 
 // decodeValid decodes data, which checkValid has passed; base is data's
-// offset in a Decoder's stream, for errors.
-func decodeValid(data []byte, rv reflect.Value, base int64) error {
-	d := decoder{data: data}
+// offset in a Decoder's stream, for errors; strict refuses unknown members.
+func decodeValid(data []byte, rv reflect.Value, base int64, strict bool) error {
+	d := decoder{data: data, strict: strict}
 	err := d.value(rv)
 	if err == nil {
 		err = d.saved
@@ -60,6 +60,8 @@ type decoder struct {
 	off   int
 	saved error // the first value of the wrong type
 	path  []step
+
+	strict bool // an unknown member is an error (Decoder.DisallowUnknownFields)
 }
 
 // A step is one level of the Go path kept for errors: a field, a map key
@@ -270,6 +272,9 @@ func (d *decoder) object(v reflect.Value) error {
 				d.typeError("key "+strconv.Quote(key), kt, keyOff)
 			}
 		} else if f := lookup(fs, key); f == nil {
+			if d.strict && d.saved == nil {
+				d.saved = &Error{Path: d.where(), Offset: int64(keyOff), Msg: "unknown field " + strconv.Quote(key)}
+			}
 			d.skip()
 		} else {
 			fv := v
@@ -654,10 +659,16 @@ type Decoder struct {
 	base   int64 // stream offset of buf[0]
 	err    error // from r; io.EOF at the end
 	synErr error
+	strict bool
 }
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: r} }
+
+// DisallowUnknownFields makes an object member that matches no field of
+// the struct it is decoded into an error, as encoding/json's does, for
+// inputs where a misspelt name must not pass unnoticed (the page's API).
+func (dec *Decoder) DisallowUnknownFields() { dec.strict = true }
 
 // Decode reads the next value and stores it in v as Unmarshal does.
 // It returns io.EOF when the stream ends between values and
@@ -680,7 +691,7 @@ func (dec *Decoder) Decode(v any) error {
 				dec.buf = dec.buf[s.off:]
 				base := dec.base + int64(start)
 				dec.base += int64(s.off)
-				return decodeValid(data, rv, base)
+				return decodeValid(data, rv, base, dec.strict)
 			}
 			if pe, ok := err.(*Error); ok && !pe.short {
 				pe.Offset += dec.base

@@ -179,3 +179,50 @@ func TestTypicalPlan(t *testing.T) {
 		t.Fatalf("plan does not survive a round trip: %v\n%#v\n%#v", err, &back, p)
 	}
 }
+
+// TestDisallowUnknownFields holds the strict decoder (the page's API
+// bodies) to encoding/json's: which inputs fail, and what is still
+// stored when one does.
+func TestDisallowUnknownFields(t *testing.T) {
+	type inner struct {
+		A int `json:"a"`
+	}
+	type body struct {
+		Name  string           `json:"name"`
+		In    inner            `json:"in"`
+		Map   map[string]inner `json:"map"`
+		Items []inner          `json:"items"`
+	}
+	for _, in := range []string{
+		`{"name":"x"}`,
+		`{"NAME":"x"}`,
+		`{"name":"x","nmae":"y"}`,
+		`{"nmae":"y","name":"x"}`,
+		`{"in":{"a":1,"b":2}}`,
+		`{"map":{"k":{"a":1,"z":0}}}`,
+		`{"items":[{"a":1},{"c":3}]}`,
+		`{"name":1,"extra":true}`,
+	} {
+		var got, want body
+		dec := json.NewDecoder(strings.NewReader(in))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&got)
+		sdec := stdjson.NewDecoder(strings.NewReader(in))
+		sdec.DisallowUnknownFields()
+		serr := sdec.Decode(&want)
+		if (err == nil) != (serr == nil) {
+			t.Errorf("%s: error %v; encoding/json's %v", in, err, serr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: stored %+v; encoding/json %+v", in, got, want)
+		}
+		if err != nil && serr != nil && strings.Contains(serr.Error(), "unknown field") != strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%s: %q and encoding/json's %q disagree on the reason", in, err, serr)
+		}
+	}
+	// Without the option the same inputs decode, as before.
+	var b body
+	if err := json.NewDecoder(strings.NewReader(`{"nmae":"y"}`)).Decode(&b); err != nil {
+		t.Errorf("lenient decoder: %v", err)
+	}
+}

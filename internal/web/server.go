@@ -27,12 +27,12 @@ package web
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"sqm/internal/json"
 	"strconv"
 	"strings"
 	"sync"
