@@ -64,6 +64,8 @@ var fullForbidden = []rule{
 	{pkg: "image/png", why: "sqm-full draws SVG only (-tags sqm_nopng)"},
 	{pkg: "golang.org/x/image/", why: "fonts for PNG pictures (-tags sqm_nopng)"},
 	{pkg: "debug/elf", why: "ELF parsing at run time (the eBPF object is prepared at build time: internal/codelpolice/gen.go)"},
+	{pkg: "encoding/json", why: "a second JSON codec beside sqm/internal/json"},
+	{pkg: "log/slog", why: "a second logger beside sqm/internal/logger (and it links encoding/json)"},
 }
 
 // buildVars reads the make assignments of dist/build.mk, the file both the
