@@ -6,12 +6,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
+	"sqm/internal/rtlink"
 	"sqm/internal/service"
 )
 
@@ -56,7 +56,7 @@ Example (cable line measured at 100/20 Mbit/s, shaped to 90 %):
 			}
 			if flagBool(fs, "dry-run") {
 				mtu := 1500
-				if ifc, err := net.InterfaceByName(q.Interface); err == nil {
+				if ifc, err := rtlink.Lookup(q.Interface); err == nil {
 					mtu = ifc.MTU
 				}
 				p, err := buildPlan(q, mtu) // Validate, then Build, as start does

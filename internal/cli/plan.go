@@ -5,11 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 
 	"sqm/internal/config"
 	"sqm/internal/json"
 	"sqm/internal/plan"
+	"sqm/internal/rtlink"
 )
 
 func cmdPlan() *command {
@@ -96,7 +96,7 @@ func planSections(f *config.File, source string, ifaces []string) ([]*plan.Plan,
 		}
 		found[q.Interface] = true
 		mtu, note := 1500, ""
-		if ifc, err := net.InterfaceByName(q.Interface); err == nil {
+		if ifc, err := rtlink.Lookup(q.Interface); err == nil {
 			mtu = ifc.MTU
 		} else {
 			note = fmt.Sprintf("interface %s does not exist now; planned with MTU 1500", q.Interface)

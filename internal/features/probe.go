@@ -35,9 +35,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/nlattr"
 	"sqm/internal/rtlink"
 )
@@ -155,11 +155,10 @@ func newHostIFB() (*throwawayNS, error) {
 		return nil, fmt.Errorf("open %s: %w", hostNetNS, err)
 	}
 	ns := &throwawayNS{fd: fd, host: true}
-	if ns.nl, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: fd}); err != nil {
+	if ns.nl, err = netlink.Dial(netlink.Config{NetNS: fd}); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("tc netlink: %w", err)
 	}
-	_ = ns.nl.SetOption(netlink.ExtendedAcknowledge, true)
 	// Unique, not secret: math/rand/v2 (crypto/rand would link
 	// math/big into the router build); a name taken after all fails
 	// with EEXIST.
@@ -246,13 +245,13 @@ func newThrowawayNS() (*throwawayNS, error) {
 	}
 	ns := &throwawayNS{fd: r.fd}
 	var err error
-	if ns.nl, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: r.fd}); err != nil {
+	// Dial turns extended acks on, which put the kernel's reason into
+	// errors ("Specified qdisc kind is unknown"); older kernels without
+	// them still work.
+	if ns.nl, err = netlink.Dial(netlink.Config{NetNS: r.fd}); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("tc netlink: %w", err)
 	}
-	// Extended acks put the kernel's reason into errors ("Specified qdisc
-	// kind is unknown"); older kernels without them still work.
-	_ = ns.nl.SetOption(netlink.ExtendedAcknowledge, true)
 	lo, err := rtlink.ByName(ns.nl, "lo")
 	if err != nil {
 		ns.Close()
@@ -307,7 +306,7 @@ func (ns *throwawayNS) send(typ uint16, m tcMsg, attrs ...[]byte) error {
 	}
 	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{
-			Type:  netlink.HeaderType(typ),
+			Type:  typ,
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
 		},
 		Data: data,
@@ -317,7 +316,7 @@ func (ns *throwawayNS) send(typ uint16, m tcMsg, attrs ...[]byte) error {
 
 // action sends an RTM_*ACTION request: struct tcamsg (family, 3 bytes of
 // padding), then TCA_ACT_TAB holding the one action given.
-func (ns *throwawayNS) action(typ netlink.HeaderType, flags netlink.HeaderFlags, act []byte) error {
+func (ns *throwawayNS) action(typ, flags uint16, act []byte) error {
 	_, err := ns.nl.Execute(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags},
 		Data:   append(make([]byte, 4), nlattr.Nest(1, act)...),

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/florianl/go-tc"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/netns"
 	"sqm/internal/testutil"
 )
@@ -160,7 +160,7 @@ func TestConcurrentProbes(t *testing.T) {
 // TestRefused: the kernel's "unknown kind" answers become the table's
 // advice; other errors and kinds outside the table are not guessed at.
 func TestRefused(t *testing.T) {
-	extack := &netlink.OpError{Op: "receive", Err: unix.ENOENT, Message: "Specified qdisc kind is unknown"}
+	extack := &netlink.Error{Errno: unix.ENOENT, Message: "Specified qdisc kind is unknown"}
 	tests := []struct {
 		typ  Type
 		name string

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -31,6 +32,9 @@ const (
 	tcaStatsRateEst64 = 5
 	tcaStatsPkt64     = 8
 )
+
+// dumpTries bounds the retries of a dump the kernel marks interrupted.
+const dumpTries = 3
 
 // tcmsgLen is sizeof(struct tcmsg).
 const tcmsgLen = 20
@@ -67,10 +71,20 @@ func (c *Conn) dump(kind dumpKind, ifindex int, parent plan.Handle) ([]object, e
 	req[0] = unix.AF_UNSPEC
 	binary.NativeEndian.PutUint32(req[4:], uint32(int32(ifindex)))
 	binary.NativeEndian.PutUint32(req[12:], uint32(parent))
-	msgs, err := c.raw.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(kind), Flags: netlink.Request | netlink.Dump},
-		Data:   req,
-	})
+	var msgs []netlink.Message
+	var err error
+	// A dump interrupted by a concurrent change (another tool, or the
+	// kernel adding flow classes) is whole but maybe inconsistent: ask
+	// again, a few times.
+	for range dumpTries {
+		msgs, err = c.raw.Execute(netlink.Message{
+			Header: netlink.Header{Type: uint16(kind), Flags: netlink.Dump},
+			Data:   req,
+		})
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENODEV) {
 			return nil, fmt.Errorf("dump tc objects of ifindex %d: %w", ifindex, errors.Join(ErrNoLink, err))
@@ -101,10 +115,7 @@ func decodeObject(b []byte) (object, error) {
 	o.Handle = plan.Handle(binary.NativeEndian.Uint32(b[8:]))
 	o.Parent = plan.Handle(binary.NativeEndian.Uint32(b[12:]))
 	o.Info = binary.NativeEndian.Uint32(b[16:])
-	ad, err := netlink.NewAttributeDecoder(b[tcmsgLen:])
-	if err != nil {
-		return o, fmt.Errorf("decode tc attributes: %w", err)
-	}
+	ad := nlattr.NewDecoder(b[tcmsgLen:])
 	var legacy, stats2 bool
 	for ad.Next() {
 		switch ad.Type() {
@@ -117,17 +128,18 @@ func decodeObject(b []byte) (object, error) {
 				o.XStats = ad.Bytes()
 			}
 		case tcaStab:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					if nad.Type() == 1 { // TCA_STAB_BASE
-						s, err := decodeSizeSpec(nad.Bytes())
-						if err == nil {
-							o.Stab = &s
-						}
+			nad := nlattr.NewDecoder(ad.Bytes())
+			for nad.Next() {
+				if nad.Type() == 1 { // TCA_STAB_BASE
+					s, err := decodeSizeSpec(nad.Bytes())
+					if err == nil {
+						o.Stab = &s
 					}
 				}
-				return nil
-			})
+			}
+			if err := nad.Err(); err != nil {
+				return o, fmt.Errorf("decode TCA_STAB of %s %s: %w", o.Kind, o.Handle, err)
+			}
 		case tcaStats:
 			// struct tc_stats, the legacy view; only used when the kernel
 			// sends no TCA_STATS2 (it always does since 2.6.x).
@@ -147,10 +159,11 @@ func decodeObject(b []byte) (object, error) {
 			if legacy {
 				o.Stats = Counters{}
 			}
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				decodeStats2(nad, &o)
-				return nil
-			})
+			nad := nlattr.NewDecoder(ad.Bytes())
+			decodeStats2(nad, &o)
+			if err := nad.Err(); err != nil {
+				return o, fmt.Errorf("decode TCA_STATS2 of %s %s: %w", o.Kind, o.Handle, err)
+			}
 		}
 	}
 	if err := ad.Err(); err != nil {
@@ -159,7 +172,7 @@ func decodeObject(b []byte) (object, error) {
 	return o, nil
 }
 
-func decodeStats2(ad *netlink.AttributeDecoder, o *object) {
+func decodeStats2(ad *nlattr.Decoder, o *object) {
 	for ad.Next() {
 		v := ad.Bytes()
 		switch ad.Type() {
@@ -202,10 +215,7 @@ func decodeStats2(ad *netlink.AttributeDecoder, o *object) {
 // Later duplicates win; malformed input yields what decoded so far.
 func attrMap(b []byte) map[uint16][]byte {
 	m := make(map[uint16][]byte)
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return m
-	}
+	ad := nlattr.NewDecoder(b)
 	for ad.Next() {
 		m[ad.Type()] = ad.Bytes()
 	}

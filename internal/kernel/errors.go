@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"sqm/internal/features"
+	"sqm/internal/netlink"
 )
 
 // explain turns a netlink failure into an error that says what failed, the
@@ -20,9 +20,9 @@ func explain(op string, err error, hint string) error {
 		return nil
 	}
 	detail := err.Error()
-	var oe *netlink.OpError
+	var oe *netlink.Error
 	if errors.As(err, &oe) {
-		detail = oe.Err.Error()
+		detail = oe.Errno.Error()
 		if oe.Message != "" {
 			detail += fmt.Sprintf(" (kernel: %q)", oe.Message)
 		}
@@ -39,7 +39,7 @@ func explain(op string, err error, hint string) error {
 }
 
 // kernelError is a netlink failure explained; it unwraps to the sentinel
-// (ErrNotSupported, ErrNoLink) and the original error (errno, OpError).
+// (ErrNotSupported, ErrNoLink) and the original error (errno, *netlink.Error).
 type kernelError struct {
 	msg  string
 	errs []error

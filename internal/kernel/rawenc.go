@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
@@ -103,7 +103,7 @@ func (o *op) request(ifindex int) netlink.Message {
 	}
 	return netlink.Message{
 		Header: netlink.Header{
-			Type:  netlink.HeaderType(typ),
+			Type:  uint16(typ),
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
 		},
 		Data: data,

@@ -4,9 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/mdlayher/netlink"
-
 	"sqm/internal/codelpolice"
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -207,10 +206,7 @@ func decodeCakeXStats(x []byte) *CakeStats {
 	if len(x) == 0 {
 		return nil
 	}
-	ad, err := netlink.NewAttributeDecoder(x)
-	if err != nil {
-		return nil
-	}
+	ad := nlattr.NewDecoder(x)
 	s := &CakeStats{}
 	for ad.Next() {
 		v := ad.Bytes()
@@ -242,6 +238,9 @@ func decodeCakeXStats(x []byte) *CakeStats {
 				s.Tins = append(s.Tins, decodeCakeTin(attrMap(tb)))
 			}
 		}
+	}
+	if ad.Err() != nil {
+		return nil
 	}
 	return s
 }

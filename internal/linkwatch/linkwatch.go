@@ -11,12 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/rtlink"
 )
 
@@ -56,8 +55,12 @@ type Watcher struct {
 
 // Open subscribes to link events. It needs no privileges.
 func Open() (*Watcher, error) {
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: unix.RTMGRP_LINK})
+	c, err := netlink.Dial(netlink.Config{})
 	if err != nil {
+		return nil, fmt.Errorf("linkwatch: subscribe to rtnetlink link events: %w", err)
+	}
+	if err := c.JoinGroup(unix.RTNLGRP_LINK); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("linkwatch: subscribe to rtnetlink link events: %w", err)
 	}
 	return &Watcher{conn: c}, nil
@@ -122,6 +125,6 @@ func send(ctx context.Context, out chan<- Event, ev Event) bool {
 // Exists reports whether an interface of that name exists now. It exists
 // here so that the daemon can check a name without a tc connection.
 func Exists(name string) bool {
-	_, err := net.InterfaceByName(name)
+	_, err := rtlink.Lookup(name)
 	return err == nil
 }

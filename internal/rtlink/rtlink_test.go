@@ -5,23 +5,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/netns"
+	"sqm/internal/nlattr"
 	"sqm/internal/testutil"
 )
-
-// nlattr encodes one attribute in the host's byte order, as the kernel
-// sends them.
-func nlattr(typ uint16, data []byte) []byte {
-	n := 4 + len(data)
-	b := make([]byte, (n+3)&^3)
-	binary.NativeEndian.PutUint16(b, uint16(n))
-	binary.NativeEndian.PutUint16(b[2:], typ)
-	copy(b[4:], data)
-	return b
-}
 
 func TestDecode(t *testing.T) {
 	msg := make([]byte, 16)
@@ -30,9 +20,9 @@ func TestDecode(t *testing.T) {
 	binary.NativeEndian.PutUint32(msg[8:], unix.IFF_UP|unix.IFF_RUNNING)
 	mtu := make([]byte, 4)
 	binary.NativeEndian.PutUint32(mtu, 1492)
-	msg = append(msg, nlattr(iflaIfname, []byte("ifb4wan\x00"))...)
-	msg = append(msg, nlattr(iflaMTU, mtu)...)
-	msg = append(msg, nlattr(iflaLinkInfo|0x8000, nlattr(iflaInfoKind, []byte("ifb\x00")))...)
+	msg = append(msg, nlattr.Attr(iflaIfname, []byte("ifb4wan\x00"))...)
+	msg = append(msg, nlattr.Attr(iflaMTU, mtu)...)
+	msg = append(msg, nlattr.Attr(iflaLinkInfo|0x8000, nlattr.Attr(iflaInfoKind, []byte("ifb\x00")))...)
 	l, err := Decode(msg)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +45,7 @@ func TestDecode(t *testing.T) {
 func TestHostKernel(t *testing.T) {
 	testutil.RequireRoot(t)
 	ns := netns.NewT(t, "rtlink")
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: ns.FD()})
+	c, err := netlink.Dial(netlink.Config{NetNS: ns.FD()})
 	if err != nil {
 		t.Fatal(err)
 	}
