@@ -46,6 +46,10 @@ var routerForbidden = []rule{
 	{pkg: "github.com/jsimonetti/rtnetlink/", why: "sqm encodes its link requests itself (internal/rtlink; ~0.2 MB)"},
 	{pkg: "log/slog", why: "~90 KB on mipsle, and it links encoding/json for its JSON handler; internal/logger writes slog's text lines"},
 	{pkg: "encoding/json", why: "~0.1 MB of mipsle code on top of internal/json, which writes the same bytes with one reflect walk instead of per-type generated coders"},
+	{pkg: "github.com/mdlayher/", why: "mdlayher/netlink with mdlayher/socket and golang.org/x/net/bpf; sqm has its own NETLINK_ROUTE socket (internal/netlink; 120 KB of sections on mipsle, and it links net)"},
+	// Exactly net, not net/netip: a rule without a trailing "/" matches
+	// one package.
+	{pkg: "net", why: "the whole net package (resolver, dialer; 122 KB of sections on mipsle) for a link lookup: use rtlink.Lookup"},
 }
 
 // fullForbidden is what sqm-full (SQM_FULL_TAGS) must not link: the parts
@@ -222,5 +226,25 @@ func TestForbiddenDepsCatches(t *testing.T) {
 	}
 	if got := forbidden(map[string][]string{root: {"fmt"}, "fmt": nil}, root, routerForbidden); len(got) != 0 {
 		t.Errorf("a program importing only fmt breaks rules: %v", got)
+	}
+}
+
+// TestForbiddenNetIsExact: the router may link net/netip (and any other
+// net/... package not listed) but not net itself, and every mdlayher
+// package is caught by the one prefix rule.
+func TestForbiddenNetIsExact(t *testing.T) {
+	const root = "sqm/cmd/sqm"
+	g := map[string][]string{root: {"net/netip"}, "net/netip": nil}
+	if bad := forbidden(g, root, routerForbidden); len(bad) != 0 {
+		t.Errorf("net/netip alone breaks rules: %v", bad)
+	}
+	g = map[string][]string{root: {"sqm/internal/linkwatch"}, "sqm/internal/linkwatch": {"net"}, "net": {"net/netip"}, "net/netip": nil}
+	bad := forbidden(g, root, routerForbidden)
+	if len(bad) != 1 || !strings.HasPrefix(bad[0], "links net (") || !strings.Contains(bad[0], root+" -> sqm/internal/linkwatch -> net") {
+		t.Errorf("importing net: %v, want one break naming net and its chain", bad)
+	}
+	g = map[string][]string{root: {"github.com/mdlayher/socket"}, "github.com/mdlayher/socket": nil}
+	if bad := forbidden(g, root, routerForbidden); len(bad) != 1 || !strings.HasPrefix(bad[0], "links github.com/mdlayher/socket (") {
+		t.Errorf("importing mdlayher/socket: %v", bad)
 	}
 }

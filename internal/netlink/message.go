@@ -107,6 +107,9 @@ type Error struct {
 	// refused (NLMSGERR_ATTR_OFFS); 0 when it named none (the header,
 	// at 0, is never what it names).
 	Offset uint32
+	// BadAck says what was wrong with the extended ack, which was then
+	// ignored; nil when it was well formed or absent.
+	BadAck error
 }
 
 func (e *Error) Error() string {
@@ -118,6 +121,9 @@ func (e *Error) Error() string {
 		s += fmt.Sprintf(" (kernel: %q)", e.Message)
 	case e.Offset != 0:
 		s += fmt.Sprintf(" (at byte %d of the request)", e.Offset)
+	}
+	if e.BadAck != nil {
+		s += "; its extended ack is malformed: " + e.BadAck.Error()
 	}
 	return s
 }
@@ -131,7 +137,7 @@ var ErrDumpInterrupted = errors.New("netlink: dump interrupted by a concurrent c
 
 // ackError decodes an NLMSG_ERROR message: nil for an ack (errno 0), an
 // *Error for a refusal, or an error naming what is malformed. A refusal
-// whose extended ack is garbled still says its errno (errors.Is works).
+// whose extended ack is garbled is still an *Error with its errno.
 func ackError(m Message) error {
 	d := m.Data
 	if len(d) < 4 {
@@ -151,19 +157,19 @@ func ackError(m Message) error {
 	// struct nlmsgerr: the errno, then the request's header, then (unless
 	// capped) the request's payload; the extended ack follows.
 	if len(d) < 4+headerLen {
-		return fmt.Errorf("netlink: kernel answered %w; error message (seq %d) of %d bytes is too short for the request it echoes", e, m.Header.Sequence, len(d))
+		e.BadAck = fmt.Errorf("error message (seq %d) of %d bytes is too short for the request it echoes", m.Header.Sequence, len(d))
+		return e
 	}
 	start := 4 + headerLen
 	if m.Header.Flags&capped == 0 {
 		echoed := binary.NativeEndian.Uint32(d[4:])
 		if echoed < headerLen || uint64(echoed)+4 > uint64(len(d)) {
-			return fmt.Errorf("netlink: kernel answered %w; the request it echoes claims %d bytes, %d are there", e, echoed, len(d)-4)
+			e.BadAck = fmt.Errorf("the request it echoes claims %d bytes, %d are there", echoed, len(d)-4)
+			return e
 		}
 		start = min(4+(int(echoed)+3)&^3, len(d))
 	}
-	if err := extAck(d[start:], e); err != nil {
-		return fmt.Errorf("netlink: kernel answered %w; its extended ack is malformed: %v", e, err)
-	}
+	e.BadAck = extAck(d[start:], e)
 	return e
 }
 
@@ -181,9 +187,7 @@ func doneError(m Message) error {
 	}
 	e := &Error{Errno: unix.Errno(errno)}
 	if m.Header.Flags&ackTLVs != 0 {
-		if err := extAck(d[4:], e); err != nil {
-			return fmt.Errorf("netlink: dump failed with %w; its extended ack is malformed: %v", e, err)
-		}
+		e.BadAck = extAck(d[4:], e)
 	}
 	return e
 }
