@@ -91,3 +91,14 @@ func TestWatcherSeesLinks(t *testing.T) {
 		t.Error("Run did not return within 3 s of cancel")
 	}
 }
+
+// TestExists asks the kernel over rtnetlink (no privileges needed) where
+// net.InterfaceByName was used before; lo is in every namespace.
+func TestExists(t *testing.T) {
+	if !Exists("lo") {
+		t.Error(`Exists("lo") = false`)
+	}
+	if Exists("sqmnosuch0") {
+		t.Error(`Exists("sqmnosuch0") = true`)
+	}
+}
