@@ -11,7 +11,6 @@ import (
 
 	"sqm/internal/config"
 	"sqm/internal/plan"
-	"sqm/internal/rtlink"
 	"sqm/internal/service"
 )
 
@@ -56,8 +55,8 @@ Example (cable line measured at 100/20 Mbit/s, shaped to 90 %):
 			}
 			if flagBool(fs, "dry-run") {
 				mtu := 1500
-				if ifc, err := rtlink.Lookup(q.Interface); err == nil {
-					mtu = ifc.MTU
+				if m, ok := linkMTU(q.Interface); ok {
+					mtu = m
 				}
 				p, err := buildPlan(q, mtu) // Validate, then Build, as start does
 				if err != nil {

@@ -9,7 +9,6 @@ import (
 	"sqm/internal/config"
 	"sqm/internal/json"
 	"sqm/internal/plan"
-	"sqm/internal/rtlink"
 )
 
 func cmdPlan() *command {
@@ -96,8 +95,8 @@ func planSections(f *config.File, source string, ifaces []string) ([]*plan.Plan,
 		}
 		found[q.Interface] = true
 		mtu, note := 1500, ""
-		if ifc, err := rtlink.Lookup(q.Interface); err == nil {
-			mtu = ifc.MTU
+		if m, ok := linkMTU(q.Interface); ok {
+			mtu = m
 		} else {
 			note = fmt.Sprintf("interface %s does not exist now; planned with MTU 1500", q.Interface)
 		}

@@ -216,7 +216,6 @@ type exchange struct {
 	dump, ack bool
 	out       []Message
 	intr      bool
-	skipped   int
 }
 
 // take consumes one datagram's messages; done is true when the exchange
@@ -224,7 +223,6 @@ type exchange struct {
 func (x *exchange) take(msgs []Message) (done bool, err error) {
 	for _, m := range msgs {
 		if m.Header.Sequence != x.seq || m.Header.PID != x.port {
-			x.skipped++
 			continue
 		}
 		switch m.Header.Type {
