@@ -1,7 +1,7 @@
 // Package rtlink reads and changes network devices over rtnetlink
-// (RTM_GETLINK, RTM_NEWLINK, RTM_DELLINK) on sqm's own netlink socket (internal/netlink): the few
-// link operations sqm needs (look a device up, create an IFB, set it up,
-// delete it, decode link events). It replaces jsimonetti/rtnetlink, whose
+// (RTM_GETLINK, RTM_NEWLINK, RTM_DELLINK) on sqm's own netlink socket
+// (internal/netlink): the few link operations sqm needs (look a device
+// up, create an IFB, set it up, delete it, decode link events). It replaces jsimonetti/rtnetlink, whose
 // general message types cost the router binary about 0.15 MB for these.
 package rtlink
 
