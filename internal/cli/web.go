@@ -14,9 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
-
 	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/features"
@@ -24,6 +21,7 @@ import (
 	"sqm/internal/logger"
 	"sqm/internal/metrics"
 	"sqm/internal/metrics/metricshttp"
+	"sqm/internal/netlink"
 	"sqm/internal/plan"
 	"sqm/internal/rtlink"
 	"sqm/internal/service"
@@ -159,7 +157,7 @@ func wanPeerCheck(wan []string, routeDev func(netip.Addr) (string, error)) func(
 // routeDev asks the kernel for its route to a (RTM_GETROUTE, as `ip route
 // get` does) and names the route's device.
 func routeDev(a netip.Addr) (string, error) {
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+	c, err := netlink.Dial(netlink.Config{})
 	if err != nil {
 		return "", err
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/netlink"
+	"sqm/internal/nlattr"
 )
 
 // rtmsgLen is sizeof(struct rtmsg): family, dst_len, src_len, tos, table,
@@ -33,15 +35,9 @@ func RouteOut(c *netlink.Conn, dst netip.Addr) (int, error) {
 	}
 	req := make([]byte, rtmsgLen)
 	req[0], req[1] = fam, byte(dst.BitLen())
-	ae := netlink.NewAttributeEncoder()
-	ae.Bytes(rtaDst, dst.AsSlice())
-	attrs, err := ae.Encode()
-	if err != nil {
-		return 0, err
-	}
 	msgs, err := c.Execute(netlink.Message{
 		Header: netlink.Header{Type: unix.RTM_GETROUTE, Flags: netlink.Request},
-		Data:   append(req, attrs...),
+		Data:   append(req, nlattr.Attr(rtaDst, dst.AsSlice())...),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rtlink: route to %s: %w", dst, err)
@@ -66,10 +62,7 @@ func decodeRouteOIF(data []byte) (int, error) {
 	if len(data) < rtmsgLen {
 		return 0, fmt.Errorf("route message of %d bytes, shorter than struct rtmsg", len(data))
 	}
-	ad, err := netlink.NewAttributeDecoder(data[rtmsgLen:])
-	if err != nil {
-		return 0, err
-	}
+	ad := nlattr.NewDecoder(data[rtmsgLen:])
 	oif := 0
 	for ad.Next() {
 		if ad.Type() == rtaOIF {

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"sqm/internal/netlink"
 	"sqm/internal/netns"
+	"sqm/internal/nlattr"
 	"sqm/internal/testutil"
 )
 
@@ -28,11 +29,11 @@ func TestDecodeRouteOIF(t *testing.T) {
 		want int
 		err  string
 	}{
-		{"oif after dst", append(append(append([]byte{}, hdr...), nlattr(rtaDst, []byte{10, 0, 0, 2})...), nlattr(rtaOIF, u32(7))...), 7, ""},
-		{"no oif", append(append([]byte{}, hdr...), nlattr(rtaDst, []byte{10, 0, 0, 2})...), 0, ""},
+		{"oif after dst", append(append(append([]byte{}, hdr...), nlattr.Attr(rtaDst, []byte{10, 0, 0, 2})...), nlattr.Attr(rtaOIF, u32(7))...), 7, ""},
+		{"no oif", append(append([]byte{}, hdr...), nlattr.Attr(rtaDst, []byte{10, 0, 0, 2})...), 0, ""},
 		{"short header", hdr[:8], 0, "shorter than struct rtmsg"},
-		{"oif of 2 bytes", append(append([]byte{}, hdr...), nlattr(rtaOIF, []byte{1, 0})...), 0, "RTA_OIF of 2 bytes"},
-		{"truncated attribute", append(append([]byte{}, hdr...), 8, 0, 4, 0), 0, "invalid"},
+		{"oif of 2 bytes", append(append([]byte{}, hdr...), nlattr.Attr(rtaOIF, []byte{1, 0})...), 0, "RTA_OIF of 2 bytes"},
+		{"truncated attribute", append(append([]byte{}, hdr...), 8, 0, 4, 0), 0, "runs past"},
 	} {
 		got, err := decodeRouteOIF(tc.data)
 		if tc.err != "" {
@@ -48,7 +49,7 @@ func TestDecodeRouteOIF(t *testing.T) {
 }
 
 func FuzzDecodeRouteOIF(f *testing.F) {
-	f.Add(append(make([]byte, rtmsgLen), nlattr(rtaOIF, u32(3))...))
+	f.Add(append(make([]byte, rtmsgLen), nlattr.Attr(rtaOIF, u32(3))...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		oif, err := decodeRouteOIF(data)
 		if err != nil && oif != 0 {
@@ -76,7 +77,7 @@ func TestRouteOutKernel(t *testing.T) {
 	if err := a.Up("lo", "rt0"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: a.FD()})
+	c, err := netlink.Dial(netlink.Config{NetNS: a.FD()})
 	if err != nil {
 		t.Fatal(err)
 	}
