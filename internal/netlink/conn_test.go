@@ -109,6 +109,7 @@ func TestReadDeadline(t *testing.T) {
 // TestExecuteHost dumps and looks up links on the host kernel; no
 // privileges needed.
 func TestExecuteHost(t *testing.T) {
+	testutil.RequireHostReplies(t)
 	c := dial(t, Config{})
 	all, err := c.Execute(Message{Header: Header{Type: unix.RTM_GETLINK, Flags: Dump}, Data: make([]byte, 16)})
 	if err != nil {

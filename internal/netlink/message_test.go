@@ -37,6 +37,23 @@ var request = appendMessage(nil, Message{Header: Header{Type: unix.RTM_NEWQDISC,
 
 func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 
+// attrHeader is an attribute header of any length, in the host's byte
+// order (the tables hold on big-endian MIPS too).
+func attrHeader(length, typ uint16) []byte {
+	b := make([]byte, 4)
+	binary.NativeEndian.PutUint16(b, length)
+	binary.NativeEndian.PutUint16(b[2:], typ)
+	return b
+}
+
+// shortHeader is a message header whose length (8) is below its own 16
+// bytes.
+var shortHeader = func() []byte {
+	b := msg(unix.RTM_NEWLINK, 0, tSeq, nil)
+	binary.NativeEndian.PutUint32(b, 8)
+	return b
+}()
+
 // errMsg is NLMSG_ERROR for the request: capped (header only) or with
 // the whole request, then the attributes of an extended ack.
 func errMsg(errno unix.Errno, isCapped bool, tlvs []byte) []byte {
@@ -112,7 +129,7 @@ func TestExchange(t *testing.T) {
 		},
 		{
 			name: "ext ack garbled", ack: true,
-			datagrams: [][]byte{errMsg(unix.ENOENT, true, []byte{0xff, 0, 1, 0})},
+			datagrams: [][]byte{errMsg(unix.ENOENT, true, attrHeader(0xff, 1))},
 			wantErr:   "extended ack is malformed: nlattr: attribute type 1 at byte 0: length 255 runs past the 4 bytes left", wantErrno: unix.ENOENT,
 		},
 		{
@@ -145,7 +162,7 @@ func TestExchange(t *testing.T) {
 		{name: "overrun", dump: true, datagrams: [][]byte{msg(unix.NLMSG_OVERRUN, 0, tSeq, nil)}, wantErr: "overrun"},
 		{name: "truncated message", dump: true, datagrams: [][]byte{cat(link(tSeq, Multi, "lo"), link(tSeq, Multi, "eth0")[:30])}, wantErr: "message 2 at byte 40 (type 16): length 44 runs past the 30 bytes left (truncated reply)"},
 		{name: "stray bytes", dump: true, datagrams: [][]byte{cat(link(tSeq, Multi, "lo"), []byte{1, 2, 3})}, wantErr: "message 2 at byte 40: 3 bytes left, too few for a 16-byte header"},
-		{name: "length below the header", dump: true, datagrams: [][]byte{{8, 0, 0, 0, 16, 0, 0, 0, 7, 0, 0, 0, 0x92, 0x10, 0, 0}}, wantErr: "message 1 at byte 0 (type 16): length 8 is shorter than its header"},
+		{name: "length below the header", dump: true, datagrams: [][]byte{shortHeader}, wantErr: "message 1 at byte 0 (type 16): length 8 is shorter than its header"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := exchange{seq: tSeq, port: tPort, dump: c.dump, ack: c.ack}
