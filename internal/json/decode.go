@@ -183,20 +183,32 @@ func indirect(v reflect.Value, null bool) (Unmarshaler, encoding.TextUnmarshaler
 	return nil, nil, v
 }
 
-func (d *decoder) object(v reflect.Value) error {
-	start := d.off
+// composite handles an object or array (kind, for errors) that starts at
+// start and goes to a type with its own methods: UnmarshalJSON gets the
+// raw value; a text unmarshaler cannot take one. done is false when v
+// (pointers allocated on the way) is for the caller to fill.
+func (d *decoder) composite(v reflect.Value, start int, kind string) (_ reflect.Value, done bool, _ error) {
 	u, ut, pv := indirect(v, false)
 	if u != nil {
 		d.skip()
 		if err := u.UnmarshalJSON(d.data[start:d.off]); err != nil {
-			return d.methodError("UnmarshalJSON", err, start)
+			return pv, true, d.methodError("UnmarshalJSON", err, start)
 		}
-		return nil
+		return pv, true, nil
 	}
 	if ut != nil {
-		d.typeError("an object", v.Type(), start)
+		d.typeError(kind, v.Type(), start)
 		d.skip()
-		return nil
+		return pv, true, nil
+	}
+	return pv, false, nil
+}
+
+func (d *decoder) object(v reflect.Value) error {
+	start := d.off
+	pv, done, err := d.composite(v, start, "an object")
+	if done {
+		return err
 	}
 	v = pv
 	t := v.Type()
@@ -314,18 +326,9 @@ func lookup(fs []field, key string) *field {
 
 func (d *decoder) array(v reflect.Value) error {
 	start := d.off
-	u, ut, pv := indirect(v, false)
-	if u != nil {
-		d.skip()
-		if err := u.UnmarshalJSON(d.data[start:d.off]); err != nil {
-			return d.methodError("UnmarshalJSON", err, start)
-		}
-		return nil
-	}
-	if ut != nil {
-		d.typeError("an array", v.Type(), start)
-		d.skip()
-		return nil
+	pv, done, err := d.composite(v, start, "an array")
+	if done {
+		return err
 	}
 	v = pv
 	switch v.Kind() {
