@@ -97,7 +97,7 @@ Example:
 			if flagBool(fs, "token") {
 				fmt.Fprintf(env.Stdout, "token (%s): %s\n", role, pw)
 			} else {
-				fmt.Fprintf(env.Stdout, "added a %s login to %s\n", role, path)
+				fmt.Fprintf(env.Stdout, "added a login with role %s to %s\n", role, path)
 			}
 			return nil
 		},
