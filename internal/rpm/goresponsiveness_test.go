@@ -19,7 +19,7 @@ package rpm_test
 // with no connections, a bug of its own (docs/rpm.md,
 // "goresponsiveness's empty upload"): the test fails then, saying so.
 // --debug hides it (it waits 4 s between directions); --rpm.parallel
-// avoids it.
+// avoids it, but the RPM bounds below are for the serial mode.
 
 import (
 	"math"
