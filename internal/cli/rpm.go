@@ -24,7 +24,7 @@ func (r *rpmTestFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if r.url == "" {
-		for _, n := range []string{"insecure", "ca", "rpm-load"} {
+		for _, n := range rpmCompanions {
 			if set[n] {
 				return true, usageError("--%s only applies to --rpm", n)
 			}

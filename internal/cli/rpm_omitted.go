@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"slices"
 	"time"
 )
 
@@ -17,10 +18,14 @@ const rpmOmitted = "is not in this build (built with -tags sqm_notls: RPM needs 
 
 func (r *rpmTestFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string,
 	duration time.Duration, v4, v6, jsonOut, quiet bool, secret, secretFile string) (bool, error) {
-	for _, n := range []string{"rpm", "insecure", "ca", "rpm-load"} {
-		if fs.Lookup(n).Value.String() != fs.Lookup(n).DefValue {
-			return true, usageError("--%s: RPM %s", n, rpmOmitted)
+	var given string
+	fs.Visit(func(f *flag.Flag) {
+		if given == "" && (f.Name == "rpm" || slices.Contains(rpmCompanions, f.Name)) {
+			given = f.Name
 		}
+	})
+	if given != "" {
+		return true, usageError("--%s: RPM %s", given, rpmOmitted)
 	}
 	return false, nil
 }

@@ -21,6 +21,9 @@ func (r *rpmTestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.direction, "rpm-load", "both", "--rpm: load `direction`: both (at once), down or up")
 }
 
+// rpmCompanions are the flags that only mean something with --rpm.
+var rpmCompanions = []string{"insecure", "ca", "rpm-load"}
+
 // rpmAllowed are the flags that mean something for an RPM test.
 var rpmAllowed = map[string]bool{"rpm": true, "insecure": true, "ca": true, "rpm-load": true,
 	"duration": true, "4": true, "6": true, "json": true, "quiet": true, "secret": true, "secret-file": true}
