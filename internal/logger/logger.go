@@ -160,9 +160,8 @@ func attrs(args []any) []Attr {
 }
 
 // Writer returns a writer whose lines become records at level, for code
-// that reports through an io.Writer or a *log.Logger (net/http's
-// ErrorLog; config warnings printed by a loader shared with the
-// commands). Each Write's lines are records of their own, surrounding
+// that reports through an io.Writer (the config warnings printed by a
+// loader shared with the commands). Each Write's lines are records of their own, surrounding
 // space trimmed, blank ones dropped, so the log stays one line per
 // event; a line split across two Writes is two records.
 func (l *Logger) Writer(level Level) io.Writer { return lineWriter{l, level} }

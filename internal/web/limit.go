@@ -30,7 +30,7 @@ func remoteKey(remote string) netip.Prefix {
 
 // limitListener caps the connections the page holds: in total and per
 // client (clientKey). A connection over the per-client cap is closed as
-// soon as it is accepted, before net/http gives it a goroutine and
+// soon as it is accepted, before the server gives it a goroutine and
 // buffers. At the total cap, a client holding fewer connections than the
 // biggest holder still gets in: the biggest holder's oldest connection is
 // closed to make room, so many addresses that each stay under the
@@ -156,7 +156,7 @@ func (l *limitListener) counts() (int, map[netip.Prefix]int) {
 }
 
 // limitConn is an admitted connection; closing it (once, however often
-// Close is called, by net/http or by an eviction) frees its place.
+// Close is called, by the server or by an eviction) frees its place.
 type limitConn struct {
 	net.Conn
 	l    *limitListener
