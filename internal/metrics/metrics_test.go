@@ -180,6 +180,17 @@ func TestLabelEscaping(t *testing.T) {
 			t.Errorf("escapeLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// HELP text escapes backslash and LF but not the double quote.
+	for in, want := range map[string]string{
+		`plain`:           `plain`,
+		`a"b`:             `a"b`,
+		`back\slash`:      `back\\slash`,
+		"new\nline \\ \n": `new\nline \\ \n`,
+	} {
+		if got := escapeHelp(in); got != want {
+			t.Errorf("escapeHelp(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 func TestTinName(t *testing.T) {

@@ -141,13 +141,36 @@ func formatLabels(kv []string) string {
 	return b.String()
 }
 
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-var helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-
 // escapeLabel also replaces invalid UTF-8, which Prometheus refuses in a
 // label value (and with it the whole scrape).
-func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
-func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
+func escapeLabel(s string) string { return escape(strings.ToValidUTF8(s, "\uFFFD"), true) }
+func escapeHelp(s string) string  { return escape(s, false) }
+
+// escape writes a backslash before each backslash (and each double quote
+// when quote is set) and LF as \n, the escapes of the text format. A
+// loop of its own, not strings.NewReplacer, whose machinery costs the
+// router build about 10 KB.
+func escape(s string, quote bool) string {
+	special := "\\\n"
+	if quote {
+		special = "\\\n\""
+	}
+	if !strings.ContainsAny(s, special) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' || c == '"' && quote:
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
 
 func formatValue(v float64) string {
 	switch {
