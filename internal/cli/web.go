@@ -162,9 +162,9 @@ func routeDev(a netip.Addr) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	idx, err := rtlink.RouteOut(c, a)
+	idx, err := rtlink.RouteOut(c, a.AsSlice())
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("route to %s: %w", a, err)
 	}
 	l, err := rtlink.ByIndex(c, idx)
 	if err != nil {

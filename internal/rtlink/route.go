@@ -3,7 +3,6 @@ package rtlink
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 
 	"golang.org/x/sys/unix"
 
@@ -23,24 +22,33 @@ const (
 
 // RouteOut asks the kernel which device it would send a packet to dst
 // through (one RTM_GETROUTE, as `ip route get` does) and returns that
-// device's ifindex. No route is the kernel's error (ENETUNREACH).
-func RouteOut(c *netlink.Conn, dst netip.Addr) (int, error) {
-	dst = dst.Unmap().WithZone("")
-	if !dst.IsValid() {
-		return 0, fmt.Errorf("rtlink: route to an invalid address")
+// device's ifindex. dst is the address's 4 (IPv4) or 16 (IPv6) bytes, as
+// netip.Addr.AsSlice gives them; an IPv4-mapped IPv6 address is asked as
+// the IPv4 address it maps. Bytes, not a netip.Addr, so that the router
+// build, which links this package, does not link net/netip (its init
+// alone brings package unique, about 10 KB). Errors do not name the
+// address: the caller knows how to print it. No route is the kernel's
+// error (ENETUNREACH).
+func RouteOut(c *netlink.Conn, dst []byte) (int, error) {
+	if len(dst) == 16 && isV4Mapped(dst) {
+		dst = dst[12:]
 	}
 	fam := byte(unix.AF_INET)
-	if dst.Is6() {
+	switch len(dst) {
+	case 4:
+	case 16:
 		fam = unix.AF_INET6
+	default:
+		return 0, fmt.Errorf("rtlink: route to an address of %d bytes, want 4 or 16", len(dst))
 	}
 	req := make([]byte, rtmsgLen)
-	req[0], req[1] = fam, byte(dst.BitLen())
+	req[0], req[1] = fam, byte(8*len(dst))
 	msgs, err := c.Execute(netlink.Message{
 		Header: netlink.Header{Type: unix.RTM_GETROUTE, Flags: netlink.Request},
-		Data:   append(req, nlattr.Attr(rtaDst, dst.AsSlice())...),
+		Data:   append(req, nlattr.Attr(rtaDst, dst)...),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("rtlink: route to %s: %w", dst, err)
+		return 0, fmt.Errorf("rtlink: route lookup: %w", err)
 	}
 	for _, m := range msgs {
 		if m.Header.Type != unix.RTM_NEWROUTE {
@@ -48,13 +56,23 @@ func RouteOut(c *netlink.Conn, dst netip.Addr) (int, error) {
 		}
 		oif, err := decodeRouteOIF(m.Data)
 		if err != nil {
-			return 0, fmt.Errorf("rtlink: route to %s: %w", dst, err)
+			return 0, fmt.Errorf("rtlink: route lookup: %w", err)
 		}
 		if oif != 0 {
 			return oif, nil
 		}
 	}
-	return 0, fmt.Errorf("rtlink: route to %s: the kernel named no output device", dst)
+	return 0, fmt.Errorf("rtlink: route lookup: the kernel named no output device")
+}
+
+// isV4Mapped reports whether a 16-byte address is ::ffff:a.b.c.d.
+func isV4Mapped(a []byte) bool {
+	for _, b := range a[:10] {
+		if b != 0 {
+			return false
+		}
+	}
+	return a[10] == 0xff && a[11] == 0xff
 }
 
 // decodeRouteOIF reads RTA_OIF from an RTM_NEWROUTE payload (0: none).

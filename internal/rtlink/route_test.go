@@ -100,12 +100,15 @@ func TestRouteOutKernel(t *testing.T) {
 		{"127.0.0.1", lo.Index},
 		{"::1", lo.Index},
 	} {
-		got, err := RouteOut(c, netip.MustParseAddr(tc.dst))
+		got, err := RouteOut(c, netip.MustParseAddr(tc.dst).AsSlice())
 		if err != nil || got != tc.want {
 			t.Errorf("RouteOut(%s) = %d, %v; want %d", tc.dst, got, err, tc.want)
 		}
 	}
-	if got, err := RouteOut(c, netip.MustParseAddr("192.0.2.1")); !errors.Is(err, unix.ENETUNREACH) {
+	if got, err := RouteOut(c, netip.MustParseAddr("192.0.2.1").AsSlice()); !errors.Is(err, unix.ENETUNREACH) {
 		t.Errorf("RouteOut(192.0.2.1) with no default route = %d, %v; want ENETUNREACH", got, err)
+	}
+	if got, err := RouteOut(c, []byte{10, 88, 0}); err == nil {
+		t.Errorf("RouteOut of 3 bytes = %d, nil; want an error", got)
 	}
 }
