@@ -41,6 +41,7 @@ var routerForbidden = []rule{
 	{pkg: "sqm/internal/vm", why: "the VM harness is the developer build's"},
 	{pkg: "debug/elf", why: "ELF parsing at run time (the eBPF object is prepared at build time: internal/codelpolice/gen.go)"},
 	{pkg: "regexp", why: "0.13 MB for a few line shapes (uci matches them by hand)"},
+	{pkg: "text/tabwriter", why: "11 KB of mipsle text and rodata for status's two tables (internal/cli's columns prints them the same)"},
 	{pkg: "math/big", why: "66 KB; crypto/rand links it (use math/rand/v2 where a value need only be unique)"},
 	{pkg: "github.com/florianl/go-tc", why: "sqm encodes its tc requests itself (internal/kernel; ~0.33 MB)"},
 	{pkg: "github.com/jsimonetti/rtnetlink/", why: "sqm encodes its link requests itself (internal/rtlink; ~0.2 MB)"},

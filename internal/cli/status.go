@@ -10,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"sqm/internal/config"
@@ -270,15 +269,15 @@ func deviceHeadline(e statusEntry, now time.Time) string {
 }
 
 func printDevice(w io.Writer, d *kernel.DeviceStatus) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  \tkind\thandle\tparent\tbytes\tpackets\tdrops\toverlimits\tbacklog\tecn marks")
+	var tw columns
+	tw.add("  \tkind\thandle\tparent\tbytes\tpackets\tdrops\toverlimits\tbacklog\tecn marks")
 	for _, q := range d.Qdiscs {
-		fmt.Fprintf(tw, "  qdisc\t%s\t%s\t%s\t%s\n", q.Kind, q.Handle, q.Parent, counters(q.Counters))
+		tw.add(fmt.Sprintf("  qdisc\t%s\t%s\t%s\t%s", q.Kind, q.Handle, q.Parent, counters(q.Counters)))
 	}
 	for _, c := range d.Classes {
-		fmt.Fprintf(tw, "  class\t%s\t%s\t%s\t%s\n", c.Kind, c.ClassID, c.Parent, counters(c.Counters))
+		tw.add(fmt.Sprintf("  class\t%s\t%s\t%s\t%s", c.Kind, c.ClassID, c.Parent, counters(c.Counters)))
 	}
-	tw.Flush()
+	tw.write(w)
 	if d.Filters > 0 {
 		fmt.Fprintf(w, "  filters: %d\n", d.Filters)
 	}
@@ -332,15 +331,15 @@ func tinNames(n int) []string {
 }
 
 func printTins(w io.Writer, c *kernel.CakeStats) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := columns{right: true}
 	row := func(label string, f func(t kernel.CakeTin) string) {
 		cells := []string{"    " + label}
 		for _, t := range c.Tins {
 			cells = append(cells, f(t))
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		tw.add(strings.Join(cells, "\t") + "\t")
 	}
-	fmt.Fprintln(tw, "    \t"+strings.Join(tinNames(len(c.Tins)), "\t")+"\t")
+	tw.add("    \t" + strings.Join(tinNames(len(c.Tins)), "\t") + "\t")
 	us := func(v uint32) string { return (time.Duration(v) * time.Microsecond).String() }
 	row("thresh", func(t kernel.CakeTin) string { return humanRate(t.ThresholdRate * 8) })
 	row("target", func(t kernel.CakeTin) string { return us(t.TargetUS) })
@@ -356,7 +355,7 @@ func printTins(w io.Writer, c *kernel.CakeStats) {
 	row("sp/bk/un flows", func(t kernel.CakeTin) string {
 		return fmt.Sprintf("%d/%d/%d", t.SparseFlows, t.BulkFlows, t.UnresponsiveFlows)
 	})
-	tw.Flush()
+	tw.write(w)
 }
 
 // humanBytes prints a byte count with an SI prefix, as tc -s does for
