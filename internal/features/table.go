@@ -1,6 +1,6 @@
 package features
 
-import "sort"
+import "slices"
 
 // Type is what kind of kernel object a feature is.
 type Type string
@@ -96,6 +96,6 @@ func namesOf(t Type) []string {
 			n = append(n, f.Name)
 		}
 	}
-	sort.Strings(n)
+	slices.Sort(n)
 	return n
 }

@@ -21,8 +21,9 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -325,7 +326,8 @@ func (e *encoder) mapValue(v reflect.Value) error {
 	if err := checkMapKey(v.Type()); err != nil {
 		return err
 	}
-	kvs := mapEntries{k: make([]string, 0, v.Len()), v: make([]reflect.Value, 0, v.Len())}
+	entries := make([]mapEntry, v.Len())
+	kvs := make([]*mapEntry, 0, len(entries))
 	it := v.MapRange()
 	for it.Next() {
 		k := it.Key()
@@ -338,18 +340,20 @@ func (e *encoder) mapValue(v reflect.Value) error {
 		default:
 			s = strconv.FormatUint(k.Uint(), 10)
 		}
-		kvs.k = append(kvs.k, s)
-		kvs.v = append(kvs.v, it.Value())
+		m := &entries[len(kvs)]
+		m.k, m.v = s, it.Value()
+		kvs = append(kvs, m)
 	}
-	sort.Sort(&kvs)
+	slices.SortFunc(kvs, func(a, b *mapEntry) int { return strings.Compare(a.k, b.k) })
 	e.buf = append(e.buf, '{')
-	for i, k := range kvs.k {
+	for i, m := range kvs {
+		k := m.k
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
 		e.buf = appendString(e.buf, k, e.html)
 		e.buf = append(e.buf, ':')
-		if err := e.nested(kvs.v[i]); err != nil {
+		if err := e.nested(m.v); err != nil {
 			return addPath(err, "["+strconv.Quote(k)+"]", -1)
 		}
 	}
@@ -357,19 +361,14 @@ func (e *encoder) mapValue(v reflect.Value) error {
 	return nil
 }
 
-// mapEntries sorts a map's members by key through sort.Interface, which
-// the router build links anyway; a generic sort of a struct slice would be
-// 10 KB of code of its own.
-type mapEntries struct {
-	k []string
-	v []reflect.Value
-}
-
-func (m *mapEntries) Len() int           { return len(m.k) }
-func (m *mapEntries) Less(i, j int) bool { return m.k[i] < m.k[j] }
-func (m *mapEntries) Swap(i, j int) {
-	m.k[i], m.k[j] = m.k[j], m.k[i]
-	m.v[i], m.v[j] = m.v[j], m.v[i]
+// mapEntry is one of a map's members, sorted by key through pointers:
+// slices.SortFunc of a pointer slice shares its code with every other
+// pointer sort (flag's among them), where a sort of a struct slice would
+// be 10 KB of code of its own and sort.Interface would link package sort
+// (6 KB) into the router build, which has no other use for it.
+type mapEntry struct {
+	k string
+	v reflect.Value
 }
 
 // checkMapKey refuses the key types encoding/json would write through

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -177,7 +176,7 @@ func compareTree(dev string, ops []op, cur *tree, ifb bool) []string {
 		}
 	}
 	diffs = append(diffs, compareFilters(dev, fops, cur.filters, func(f *object) bool { return f.Parent != ingressHandle })...)
-	sort.Strings(diffs)
+	slices.Sort(diffs)
 	return diffs
 }
 
@@ -203,7 +202,7 @@ func compareFilters(dev string, want []op, have []object, sel func(*object) bool
 			diffs = append(diffs, fmt.Sprintf("%s: unexpected %s", dev, k))
 		}
 	}
-	sort.Strings(diffs)
+	slices.Sort(diffs)
 	return diffs
 }
 
@@ -213,7 +212,7 @@ func compareFacts(what string, want, have map[string]string) []string {
 	for k := range want {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	var diffs []string
 	for _, k := range keys {
 		w, h := want[k], have[k]
@@ -537,7 +536,7 @@ func sameShape(a, b []string) bool {
 		return false
 	}
 	a, b = slices.Clone(a), slices.Clone(b)
-	sort.Strings(a)
-	sort.Strings(b)
+	slices.Sort(a)
+	slices.Sort(b)
 	return slices.Equal(a, b)
 }

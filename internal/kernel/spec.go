@@ -3,7 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -677,7 +677,7 @@ func (d fdesc) String() string {
 	for _, k := range d.keys {
 		keys = append(keys, fmt.Sprintf("%08x/%08x@%d", k.Val&k.Mask, k.Mask, k.Off))
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	if len(keys) > 0 {
 		fmt.Fprintf(&b, " match %s", strings.Join(keys, ","))
 	}

@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"sqm/internal/config"
@@ -139,7 +139,7 @@ func RefreshQdiscs(dir string, probe func(kind string) error, notAvailable func(
 			errs = append(errs, fmt.Errorf("available qdiscs: probing %s: %w", k, err))
 		}
 	}
-	sort.Strings(avail)
+	slices.Sort(avail)
 	return avail, errors.Join(errs...)
 }
 

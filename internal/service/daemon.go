@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -255,7 +255,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			for i := range pending {
 				ifaces = append(ifaces, i)
 			}
-			sort.Strings(ifaces)
+			slices.Sort(ifaces)
 			all := resync
 			pending, resync, first = map[string]bool{}, false, time.Time{}
 			d.handleLinks(ifaces, all)
@@ -392,7 +392,7 @@ func (d *Daemon) check() {
 	if len(ifaces) == 0 {
 		return
 	}
-	sort.Strings(ifaces)
+	slices.Sort(ifaces)
 	d.locked("restore", func() ([]Outcome, error) {
 		return d.Svc.Restore(ifaces)
 	}, false)

@@ -17,7 +17,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -790,6 +789,6 @@ func Interfaces(states []*State) []string {
 	for _, st := range states {
 		out = append(out, st.Interface)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }

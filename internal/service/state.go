@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +116,7 @@ func (s *Store) All() ([]*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: list %s: %w", s.Dir, err)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var out []*State
 	var errs []error
 	for _, n := range names {
