@@ -161,8 +161,11 @@ func needsQuote(s string) bool {
 			i++
 			continue
 		}
+		// strconv.IsPrint is unicode.IsPrint (its documented definition;
+		// TestNeedsQuoteAllRunes checks) from strconv's compact tables, which
+		// fmt links anyway: unicode's tables for it are 7 KB of data.
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+		if r == utf8.RuneError || unicode.IsSpace(r) || !strconv.IsPrint(r) {
 			return true
 		}
 		i += n

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 var when = time.Date(2026, 12, 1, 23, 30, 5, 123987654, time.UTC)
@@ -326,6 +328,21 @@ func TestConcurrentLinesWhole(t *testing.T) {
 	for _, ln := range lines {
 		if !strings.Contains(ln, " level=INFO msg=line g=") || strings.Count(ln, "time=") != 1 {
 			t.Fatalf("torn line %q", ln)
+		}
+	}
+}
+
+// TestNeedsQuoteAllRunes: needsQuote decides on every non-ASCII rune as
+// slog's text handler does, by unicode.IsSpace and unicode.IsPrint (it
+// asks strconv.IsPrint, whose tables are smaller).
+func TestNeedsQuoteAllRunes(t *testing.T) {
+	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) || r == utf8.RuneError {
+			continue
+		}
+		want := unicode.IsSpace(r) || !unicode.IsPrint(r)
+		if got := needsQuote("a" + string(r)); got != want {
+			t.Errorf("needsQuote(%q) = %v, want %v", "a"+string(r), got, want)
 		}
 	}
 }
