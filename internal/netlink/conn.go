@@ -49,15 +49,14 @@ func Dial(cfg Config) (*Conn, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("netlink: bind", err)
 	}
-	sa, err := unix.Getsockname(fd)
+	nsa, err := getsockname(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("netlink: getsockname", err)
 	}
-	nsa, ok := sa.(*unix.SockaddrNetlink)
-	if !ok {
+	if nsa.Family != unix.AF_NETLINK {
 		unix.Close(fd)
-		return nil, fmt.Errorf("netlink: getsockname gave a %T, not a netlink address", sa)
+		return nil, fmt.Errorf("netlink: getsockname gave an address of family %d, not a netlink address", nsa.Family)
 	}
 	// ENOPROTOOPT on old kernels: errors are then the bare errno.
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
@@ -199,13 +198,13 @@ func (c *Conn) send(m Message) (uint32, error) {
 func (c *Conn) recv() ([]byte, uint32, error) {
 	var (
 		b    []byte
-		from unix.Sockaddr
+		pid  uint32
 		rerr error
 	)
 	err := c.rc.Read(func(fd uintptr) bool {
 		for {
 			var n int
-			n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+			n, _, rerr = recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
 			if rerr == unix.EINTR {
 				continue
 			}
@@ -215,7 +214,7 @@ func (c *Conn) recv() ([]byte, uint32, error) {
 			b = make([]byte, n)
 			// MSG_TRUNC: n is the datagram's length even if, read by
 			// someone else meanwhile, it is not the one peeked at.
-			n, from, rerr = unix.Recvfrom(int(fd), b, unix.MSG_TRUNC)
+			n, pid, rerr = recvfrom(int(fd), b, unix.MSG_TRUNC)
 			if rerr == unix.EINTR || rerr == unix.EAGAIN {
 				continue
 			}
@@ -234,10 +233,6 @@ func (c *Conn) recv() ([]byte, uint32, error) {
 			err = os.NewSyscallError("recvfrom", err)
 		}
 		return nil, 0, fmt.Errorf("netlink: receive: %w", c.wrap(err))
-	}
-	var pid uint32
-	if sa, ok := from.(*unix.SockaddrNetlink); ok {
-		pid = sa.Pid
 	}
 	return b, pid, nil
 }
