@@ -155,10 +155,14 @@ func indirect(v reflect.Value, null bool) (Unmarshaler, encoding.TextUnmarshaler
 		if null && v.CanSet() {
 			break
 		}
-		// An interface holding a pointer to itself would loop forever.
-		if v.Elem().Kind() == reflect.Interface && v.Elem().Elem().Equal(v) {
-			v = v.Elem()
-			break
+		// An interface holding a pointer to itself would loop forever. The
+		// same pointer of the same type is what reflect.Value.Equal would
+		// say here, without linking its comparison of every kind (3 KB).
+		if e := v.Elem(); e.Kind() == reflect.Interface {
+			if p := e.Elem(); p.Kind() == reflect.Pointer && p.Type() == v.Type() && p.Pointer() == v.Pointer() {
+				v = e
+				break
+			}
 		}
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))

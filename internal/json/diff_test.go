@@ -319,3 +319,28 @@ func TestErrors(t *testing.T) {
 		t.Errorf("encoding/json takes 10001 levels; the limit here is wrong")
 	}
 }
+
+// TestSelfPointingInterface: an interface that holds a pointer to itself
+// is decoded into (replaced), as encoding/json does, instead of followed
+// forever; a pointer of another type or to another interface is followed.
+func TestSelfPointingInterface(t *testing.T) {
+	for _, in := range []string{`{"a":1}`, `[1,"x"]`, `"s"`, `2`, `null`} {
+		var mine, std any
+		mine, std = &mine, &std
+		if err := json.Unmarshal([]byte(in), &mine); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if err := stdjson.Unmarshal([]byte(in), &std); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(mine) != fmt.Sprint(std) {
+			t.Errorf("%s into a self-pointing interface: %v, encoding/json gives %v", in, mine, std)
+		}
+	}
+	var other any
+	var n int
+	other = &n
+	if err := json.Unmarshal([]byte(`7`), &other); err != nil || n != 7 {
+		t.Errorf("7 into an interface holding an *int: n = %d, %v; want 7", n, err)
+	}
+}
