@@ -231,19 +231,25 @@ func TestForbiddenDepsCatches(t *testing.T) {
 	}
 }
 
-// TestForbiddenNetIsExact: the router may link net/netip (and any other
-// net/... package not listed) but not net itself, and every mdlayher
-// package is caught by the one prefix rule.
+// TestForbiddenNetIsExact: the router may link a net/... package not
+// listed (net/url here) but not net itself, nor net/netip, which has a
+// rule of its own, and every mdlayher package is caught by the one prefix
+// rule.
 func TestForbiddenNetIsExact(t *testing.T) {
 	const root = "sqm/cmd/sqm"
-	g := map[string][]string{root: {"net/netip"}, "net/netip": nil}
+	g := map[string][]string{root: {"net/url"}, "net/url": nil}
 	if bad := forbidden(g, root, routerForbidden); len(bad) != 0 {
-		t.Errorf("net/netip alone breaks rules: %v", bad)
+		t.Errorf("net/url alone breaks rules: %v", bad)
 	}
-	g = map[string][]string{root: {"sqm/internal/linkwatch"}, "sqm/internal/linkwatch": {"net"}, "net": {"net/netip"}, "net/netip": nil}
+	g = map[string][]string{root: {"sqm/internal/linkwatch"}, "sqm/internal/linkwatch": {"net"}, "net": {"internal/nettrace"}, "internal/nettrace": nil}
 	bad := forbidden(g, root, routerForbidden)
 	if len(bad) != 1 || !strings.HasPrefix(bad[0], "links net (") || !strings.Contains(bad[0], root+" -> sqm/internal/linkwatch -> net") {
 		t.Errorf("importing net: %v, want one break naming net and its chain", bad)
+	}
+	g = map[string][]string{root: {"sqm/internal/rtlink"}, "sqm/internal/rtlink": {"net/netip"}, "net/netip": nil}
+	bad = forbidden(g, root, routerForbidden)
+	if len(bad) != 1 || !strings.HasPrefix(bad[0], "links net/netip (") || !strings.Contains(bad[0], root+" -> sqm/internal/rtlink -> net/netip") {
+		t.Errorf("importing net/netip: %v, want one break naming net/netip and its chain", bad)
 	}
 	g = map[string][]string{root: {"github.com/mdlayher/socket"}, "github.com/mdlayher/socket": nil}
 	if bad := forbidden(g, root, routerForbidden); len(bad) != 1 || !strings.HasPrefix(bad[0], "links github.com/mdlayher/socket (") {
