@@ -1,0 +1,624 @@
+package autorate
+
+import "time"
+
+// Sample is one probe's outcome, from the probe layer, since the last tick.
+type Sample struct {
+	Reflector int  // the slot, index into Config.Reflectors
+	Lost      bool // no reply came (the probe layer gave up on it); the delays are unused
+	// OneWay: the reflector gave timestamps, Down and Up are one-way delays
+	// (the clocks need not agree: only changes over the baseline count);
+	// otherwise RTT is the round trip.
+	OneWay   bool
+	Down, Up time.Duration
+	RTT      time.Duration
+}
+
+// Shaper is one direction's shaper counters as the kernel reports them
+// (cake's or the htb class's stats). Counters are cumulative: the controller
+// takes the differences, and treats a counter going back as a reset.
+type Shaper struct {
+	Bytes uint64 // bytes the shaper sent
+	// HaveQueue: Backlog, Drops and Marks are valid (cake; htb/fq_codel give
+	// Backlog and Drops too).
+	HaveQueue    bool
+	Backlog      uint32 // bytes queued in the shaper now
+	Drops, Marks uint64 // cumulative drops and ECN marks
+}
+
+// Input is what the daemon gathered since the last tick. The controller does
+// not keep Samples: the caller may reuse the slice.
+type Input struct {
+	Samples []Sample
+	Shaper  [2]Shaper // indexed by Down, Up
+}
+
+// DirOutput is one direction's decision.
+type DirOutput struct {
+	Rate    uint64 // bits/s to set now
+	Changed bool   // Rate differs from the last tick's: set it on the shaper
+	Reason  Reason
+}
+
+// Replacement asks the probe layer to swap the reflector in a slot.
+type Replacement struct {
+	Slot int
+	Why  Why
+}
+
+// Output is a tick's decision. It is owned by the controller and valid until
+// the next Tick.
+type Output struct {
+	Dir [2]DirOutput
+	// ProbeIdle: both directions have been idle for Config.IdleAfter; the
+	// probe layer should probe every ProbeInterval (the idle interval).
+	ProbeIdle     bool
+	ProbeInterval time.Duration
+	// Replace lists the slots whose reflector should be replaced, again on
+	// every tick until Replace is called for the slot.
+	Replace []Replacement
+}
+
+const (
+	iDown, iUp, iRTT = 0, 1, 2
+	histLen          = 16
+	window           = 200 * time.Millisecond // span of the load and slope measures
+	never            = time.Duration(-1 << 62)
+)
+
+type reflector struct {
+	kind     Kind
+	oneWay   bool
+	have     [3]bool
+	base     [3]time.Duration // baselines: down, up, round trip
+	delta    [3]time.Duration // latest rise over the baseline, >= 0
+	at       time.Duration    // latest reply
+	replied  bool
+	fresh    bool // a reply this tick
+	lost     int  // consecutive lost probes
+	disagree float64
+	odd      bool // disagreed this tick
+	why      Why
+}
+
+type histEntry struct {
+	t     time.Duration
+	bytes uint64
+	q     time.Duration
+}
+
+type direction struct {
+	rate     uint64
+	reason   Reason
+	last     Reason // reason of the last change
+	lastAt   time.Duration
+	bytes    uint64 // running total of counter differences
+	prevCtr  uint64
+	prevDrop uint64
+	hist     [histLen]histEntry
+	nhist    int
+	achieved uint64
+	util     float64
+	q        time.Duration
+	haveQ    bool
+	slope    float64
+	queueing bool
+	lastInc  time.Duration
+	lastDec  time.Duration
+	lastDrft time.Duration
+	failed   uint64
+	failedAt time.Duration
+	held     uint64
+	heldAt   time.Duration
+}
+
+// Controller is the state of both directions and the reflectors. It is not
+// safe for concurrent use: one goroutine ticks it.
+type Controller struct {
+	cfg       Config
+	refl      []reflector
+	dir       [2]direction
+	started   bool
+	now       time.Duration
+	lastReply time.Duration
+	everReply bool
+	stalled   bool
+	idleSince time.Duration
+	idle      bool
+	out       Output
+	repl      [MaxReflectors]Replacement
+	vals      [MaxReflectors]time.Duration
+	kinds     [MaxReflectors]Kind
+	slots     [MaxReflectors]int
+	scratch   [MaxReflectors]time.Duration
+}
+
+// New makes a controller for cfg (after WithDefaults and Validate), at the
+// base rates.
+func New(cfg Config) (*Controller, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Reflectors = append([]Kind(nil), cfg.Reflectors...) // Replace edits it
+	c := &Controller{cfg: cfg, refl: make([]reflector, len(cfg.Reflectors))}
+	for i, k := range cfg.Reflectors {
+		c.refl[i] = reflector{kind: k}
+	}
+	for d := range c.dir {
+		c.dir[d].rate = cfg.Dir[d].Base
+		c.dir[d].reason = ReasonStart
+		c.dir[d].last = ReasonStart
+	}
+	return c, nil
+}
+
+// Config returns the configuration in use (with defaults filled in).
+func (c *Controller) Config() Config { return c.cfg }
+
+// Rate is a direction's current rate in bits/s.
+func (c *Controller) Rate(d Dir) uint64 { return c.dir[d].rate }
+
+// Replace resets a slot after the probe layer put a new reflector of kind k
+// in it: its baseline and history start over.
+func (c *Controller) Replace(slot int, k Kind) {
+	if slot < 0 || slot >= len(c.refl) || k >= numKinds {
+		return
+	}
+	c.refl[slot] = reflector{kind: k}
+	c.cfg.Reflectors[slot] = k
+}
+
+// Tick runs one decision at time now (monotonic, any origin; it must not go
+// back) with what the probe and shaper layers gathered since the last tick.
+func (c *Controller) Tick(now time.Duration, in *Input) *Output {
+	if !c.started {
+		c.start(now, in)
+		return &c.out
+	}
+	if now < c.now {
+		now = c.now // a clock going back is treated as no time passing
+	}
+	c.now = now
+	light := c.dir[Down].util < c.cfg.LoadLight && c.dir[Up].util < c.cfg.LoadLight
+	c.takeSamples(now, in.Samples, light)
+	for d := range c.dir {
+		c.measure(Dir(d), now, &in.Shaper[d])
+	}
+
+	pi := c.cfg.ProbeInterval
+	if c.idle {
+		pi = c.cfg.IdleProbeInterval
+	}
+	stallWin := c.cfg.StallAfter
+	if 3*pi > stallWin {
+		stallWin = 3 * pi
+	}
+	c.stalled = c.everReply && now-c.lastReply >= stallWin
+	fresh := 2*pi + pi/2
+
+	if c.dir[Down].achieved < c.cfg.IdleBelow && c.dir[Up].achieved < c.cfg.IdleBelow {
+		if c.idleSince == never {
+			c.idleSince = now
+		}
+	} else {
+		c.idleSince = never
+	}
+	c.idle = c.idleSince != never && now-c.idleSince >= c.cfg.IdleAfter
+
+	for d := range c.dir {
+		c.delayStat(Dir(d), now, fresh)
+		h := &c.dir[d].hist[(c.dir[d].nhist-1)%histLen]
+		h.q = c.dir[d].q
+		c.dir[d].slope = c.slopeOf(Dir(d), now)
+	}
+	for d := range c.dir {
+		c.decide(Dir(d), now)
+	}
+	c.judgeReflectors()
+
+	c.out.ProbeIdle = c.idle
+	c.out.ProbeInterval = c.cfg.ProbeInterval
+	if c.idle {
+		c.out.ProbeInterval = c.cfg.IdleProbeInterval
+	}
+	return &c.out
+}
+
+func (c *Controller) start(now time.Duration, in *Input) {
+	c.started = true
+	c.now = now
+	c.idleSince = now
+	c.lastReply = never
+	c.takeSamples(now, in.Samples, true)
+	for d := range c.dir {
+		s := &c.dir[d]
+		s.prevCtr = in.Shaper[d].Bytes
+		s.prevDrop = in.Shaper[d].Drops + in.Shaper[d].Marks
+		s.hist[0] = histEntry{t: now}
+		s.nhist = 1
+		s.lastInc, s.lastDrft, s.lastAt = now, now, now
+		s.lastDec, s.failedAt, s.heldAt = never, never, never
+		c.out.Dir[d] = DirOutput{Rate: s.rate, Changed: true, Reason: ReasonStart}
+	}
+	c.out.ProbeInterval = c.cfg.ProbeInterval
+	c.out.Replace = c.repl[:0]
+}
+
+// takeSamples updates the reflectors' baselines. A baseline falls fast (a
+// lower delay is the path's true floor, or a route got shorter) and rises
+// slowly (a rise is most likely a queue, which must not become the
+// baseline); it rises faster while both directions are lightly loaded,
+// when a rise cannot be our queue, so that a longer route is learned.
+func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
+	rise := 0.001
+	if light {
+		rise = 0.02
+	}
+	for i := range ss {
+		s := &ss[i]
+		if s.Reflector < 0 || s.Reflector >= len(c.refl) {
+			continue
+		}
+		r := &c.refl[s.Reflector]
+		if s.Lost {
+			r.lost++
+			continue
+		}
+		r.lost = 0
+		if r.why == WhyNoReply {
+			r.why = WhyNone
+		}
+		if s.OneWay != r.oneWay {
+			r.have = [3]bool{}
+			r.oneWay = s.OneWay
+		}
+		if s.OneWay {
+			r.track(iDown, s.Down, rise)
+			r.track(iUp, s.Up, rise)
+		} else {
+			r.track(iRTT, s.RTT, rise)
+		}
+		r.at = now
+		r.replied = true
+		r.fresh = true
+		c.lastReply = now
+		c.everReply = true
+	}
+}
+
+func (r *reflector) track(i int, v time.Duration, rise float64) {
+	if !r.have[i] {
+		r.have[i] = true
+		r.base[i] = v
+	} else if v < r.base[i] {
+		r.base[i] += time.Duration(0.9 * float64(v-r.base[i]))
+	} else {
+		r.base[i] += time.Duration(rise * float64(v-r.base[i]))
+	}
+	d := v - r.base[i]
+	if d < 0 {
+		d = 0
+	}
+	r.delta[i] = d
+}
+
+// measure takes the shaper counters: achieved rate over the last window,
+// utilisation of the current rate, and whether the shaper itself queues.
+func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
+	s := &c.dir[d]
+	if sh.Bytes >= s.prevCtr {
+		s.bytes += sh.Bytes - s.prevCtr
+	}
+	s.prevCtr = sh.Bytes
+	dm := sh.Drops + sh.Marks
+	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop)
+	s.prevDrop = dm
+	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
+	s.nhist++
+	ref := s.ref(now)
+	if dt := now - ref.t; dt > 0 {
+		s.achieved = uint64(float64(s.bytes-ref.bytes) * 8 / dt.Seconds())
+	}
+	s.util = float64(s.achieved) / float64(s.rate)
+}
+
+// ref is the newest history entry at least one window old, or the oldest
+// kept: the far end of the load and slope measures.
+func (s *direction) ref(now time.Duration) *histEntry {
+	n := s.nhist
+	oldest := n - histLen
+	if oldest < 0 {
+		oldest = 0
+	}
+	for i := n - 2; i >= oldest; i-- {
+		e := &s.hist[i%histLen]
+		if now-e.t >= window {
+			return e
+		}
+	}
+	return &s.hist[oldest%histLen]
+}
+
+// slopeOf is how fast the delay statistic rose over the last window, in
+// seconds of delay per second: (rate - capacity) / capacity for a queue fed
+// at our rate.
+func (c *Controller) slopeOf(d Dir, now time.Duration) float64 {
+	s := &c.dir[d]
+	ref := s.ref(now)
+	dt := now - ref.t
+	if dt <= 0 || !s.haveQ {
+		return 0
+	}
+	return float64(s.q-ref.q) / float64(dt)
+}
+
+// delayStat is the direction's delay rise that one slow or lying reflector
+// cannot move: per kind the lower median of the reflectors' latest rises,
+// then the largest over the kinds with at least MinPerKind fresh reflectors
+// (so ICMP given its own queue by the ISP cannot hide the queue that UDP
+// probes see); with no such kind, the lower median of all. A round trip
+// counts for a direction only when that direction is loaded or neither is:
+// an idle direction is not cut for the other's queue.
+func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
+	s := &c.dir[d]
+	other := &c.dir[1-d]
+	useRTT := s.util >= c.cfg.LoadLight || other.util < c.cfg.LoadLight
+	n := 0
+	any := false
+	for i := range c.refl {
+		r := &c.refl[i]
+		if !r.replied || now-r.at > fresh {
+			continue
+		}
+		any = true
+		var v time.Duration
+		if r.oneWay {
+			v = r.delta[d]
+		} else if useRTT {
+			v = r.delta[iRTT]
+		} else {
+			continue
+		}
+		c.vals[n], c.kinds[n], c.slots[n] = v, r.kind, i
+		n++
+	}
+	s.haveQ = any
+	s.q = 0
+	if n == 0 {
+		return
+	}
+	target := c.cfg.Dir[d].Target
+	best, found := time.Duration(0), false
+	for k := Kind(0); k < numKinds; k++ {
+		m, cnt := c.kindMedian(n, k)
+		if cnt < c.cfg.MinPerKind {
+			continue
+		}
+		if !found || m > best {
+			best, found = m, true
+		}
+		if cnt >= 3 {
+			for j := 0; j < n; j++ {
+				if c.kinds[j] != k || !c.refl[c.slots[j]].fresh {
+					continue
+				}
+				dev := c.vals[j] - m
+				if dev < 0 {
+					dev = -dev
+				}
+				if dev > target {
+					c.refl[c.slots[j]].odd = true
+				}
+			}
+		}
+	}
+	if !found {
+		copy(c.scratch[:n], c.vals[:n])
+		best = lowerMedian(c.scratch[:n])
+	}
+	s.q = best
+}
+
+func (c *Controller) kindMedian(n int, k Kind) (time.Duration, int) {
+	m := 0
+	for j := 0; j < n; j++ {
+		if c.kinds[j] == k {
+			c.scratch[m] = c.vals[j]
+			m++
+		}
+	}
+	if m == 0 {
+		return 0, 0
+	}
+	return lowerMedian(c.scratch[:m]), m
+}
+
+// lowerMedian sorts v (a handful of values: insertion sort, no allocation)
+// and returns its lower median, so that of two reflectors the lower counts.
+func lowerMedian(v []time.Duration) time.Duration {
+	for i := 1; i < len(v); i++ {
+		x := v[i]
+		j := i - 1
+		for j >= 0 && v[j] > x {
+			v[j+1] = v[j]
+			j--
+		}
+		v[j+1] = x
+	}
+	return v[(len(v)-1)/2]
+}
+
+func (c *Controller) decide(d Dir, now time.Duration) {
+	s := &c.dir[d]
+	dc := &c.cfg.Dir[d]
+	cfg := &c.cfg
+	r := float64(s.rate)
+	next := r
+	reason := ReasonHold
+	target := dc.Target
+	loaded := s.util >= cfg.LoadHigh || (s.queueing && s.util >= cfg.LoadLight)
+
+	if s.failedAt != never && now-s.failedAt > cfg.MemoryTTL {
+		s.failed, s.failedAt = 0, never
+	}
+	if s.heldAt != never && now-s.heldAt > cfg.MemoryTTL {
+		s.held, s.heldAt = 0, never
+	}
+	drifting := false
+	switch {
+	case c.stalled:
+		reason = ReasonStall
+	case !s.haveQ:
+		reason = ReasonNoDelay
+	case s.q > target:
+		reason = ReasonDraining
+		if s.achieved < cfg.IdleBelow {
+			break // not our traffic: cutting an idle direction helps nobody
+		}
+		sinceDec := now - s.lastDec
+		if s.lastDec != never && (sinceDec < cfg.DecreaseEvery || (s.slope <= 0 && sinceDec < 2*cfg.DrainTime)) {
+			break // the last cut is still draining the queue
+		}
+		// Estimate the capacity. A shaper sending below its rate while the
+		// delay rises means the bottleneck is below it, and what gets
+		// through is the capacity; a full shaper feeding a growing queue
+		// tells it by how fast the queue grows.
+		capEst := r
+		reason = ReasonDelay
+		if a := float64(s.achieved); a < 0.95*r {
+			capEst = a
+			if !s.queueing {
+				reason = ReasonBottleneckBelow
+			}
+		} else if s.slope > 0 {
+			capEst = r / (1 + s.slope)
+		}
+		next = capEst * (1 - s.q.Seconds()/cfg.DrainTime.Seconds())
+		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
+			next = lo
+		}
+		s.lastDec = now
+		s.failed, s.failedAt = uint64(capEst), now
+		if s.held > uint64(next) {
+			s.held = uint64(next)
+		}
+	case loaded:
+		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
+			break
+		}
+		room := float64(target-s.q) / (float64(target) * 2 / 3)
+		if room > 1 {
+			room = 1
+		}
+		if s.q < target/2 && (s.held == 0 || s.rate >= s.held) {
+			s.held, s.heldAt = s.rate, now
+		}
+		speed := cfg.IncreasePerSec
+		reason = ReasonIncrease
+		if s.failed != 0 {
+			f := float64(s.failed)
+			if r > 1.03*f {
+				s.failed, s.failedAt = 0, never // it holds above: forget
+			} else if r >= 0.97*f {
+				speed, reason = cfg.CarefulPerSec, ReasonIncreaseCareful
+			}
+		}
+		if s.held != 0 && r < 0.97*float64(s.held) {
+			speed *= 2 // back to a rate that held recently: no need to tiptoe
+		}
+		el := now - s.lastInc
+		if el > 2*cfg.IncreaseEvery {
+			el = 2 * cfg.IncreaseEvery
+		}
+		step := speed * el.Seconds() * room
+		if step > cfg.MaxIncreaseStep {
+			step = cfg.MaxIncreaseStep
+		}
+		next = r * (1 + step)
+		s.lastInc = now
+	case s.util < cfg.LoadLight || c.idle:
+		reason = ReasonDrift
+		if c.idle {
+			reason = ReasonIdle
+		}
+		drifting = true
+		base := float64(dc.Base)
+		el := now - s.lastDrft
+		if el > time.Second {
+			el = time.Second
+		}
+		cand := r + (base-r)*cfg.DriftPerSec*el.Seconds()
+		diff := base - r
+		if diff < 0 {
+			diff = -diff
+		}
+		step := cand - r
+		if step < 0 {
+			step = -step
+		}
+		switch {
+		case diff <= r/200:
+			next = base
+			s.lastDrft = now
+		case step >= r/200:
+			next = cand
+			s.lastDrft = now
+		}
+	}
+	if !drifting {
+		s.lastDrft = now
+	}
+	nr := uint64(next)
+	if next > float64(dc.Max) {
+		nr = dc.Max
+		if reason == ReasonIncrease || reason == ReasonIncreaseCareful {
+			reason = ReasonAtMax
+		}
+	}
+	if nr < dc.Min {
+		nr = dc.Min
+		if reason == ReasonDelay || reason == ReasonBottleneckBelow {
+			reason = ReasonAtMin
+		}
+	}
+	changed := nr != s.rate
+	s.rate = nr
+	s.reason = reason
+	if changed {
+		s.last, s.lastAt = reason, now
+	}
+	c.out.Dir[d] = DirOutput{Rate: nr, Changed: changed, Reason: reason}
+}
+
+// judgeReflectors flags reflectors for replacement: those that stopped
+// answering while others answer, and those whose rises keep disagreeing with
+// the rest of their kind.
+func (c *Controller) judgeReflectors() {
+	n := 0
+	for i := range c.refl {
+		r := &c.refl[i]
+		if r.fresh {
+			x := 0.0
+			if r.odd {
+				x = 1
+			}
+			r.disagree = 0.9*r.disagree + 0.1*x
+			switch {
+			case r.disagree > 0.5:
+				r.why = WhyDisagrees
+			case r.disagree < 0.1 && r.why == WhyDisagrees:
+				r.why = WhyNone
+			}
+		}
+		if r.lost >= 3 && !c.stalled && c.everReply {
+			r.why = WhyNoReply
+		}
+		r.fresh, r.odd = false, false
+		if r.why != WhyNone {
+			c.repl[n] = Replacement{Slot: i, Why: r.why}
+			n++
+		}
+	}
+	c.out.Replace = c.repl[:n]
+}
