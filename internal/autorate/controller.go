@@ -6,6 +6,11 @@ import "time"
 type Sample struct {
 	Reflector int  // the slot, index into Config.Reflectors
 	Lost      bool // no reply came (the probe layer gave up on it); the delays are unused
+	// Sent is when the probe left, on the Tick clock. A reply that saw a
+	// long queue arrives late, so the arrival says little about when the
+	// queue was there: the controller judges a cut only by probes sent
+	// after it. Zero (or later than the tick) is taken as the tick's time.
+	Sent time.Duration
 	// OneWay: the reflector gave timestamps, Down and Up are one-way delays
 	// (the clocks need not agree: only changes over the baseline count);
 	// otherwise RTT is the round trip.
@@ -64,6 +69,9 @@ const (
 	histLen          = 16
 	window           = 200 * time.Millisecond // span of the load and slope measures
 	never            = time.Duration(-1 << 62)
+	// growing is the delay slope (s/s) above which a queue is taken as
+	// growing: 2 % more than the capacity goes in.
+	growing = 0.02
 )
 
 type reflector struct {
@@ -72,7 +80,11 @@ type reflector struct {
 	have     [3]bool
 	base     [3]time.Duration // baselines: down, up, round trip
 	delta    [3]time.Duration // latest rise over the baseline, >= 0
-	at       time.Duration    // latest reply
+	at       time.Duration    // latest reply (tick time)
+	sent     time.Duration    // when the latest replied probe was sent
+	prevSent time.Duration    // and the one before
+	prev     [3]time.Duration // rises of the one before
+	nsamp    int              // replies since the baseline started
 	replied  bool
 	fresh    bool // a reply this tick
 	lost     int  // consecutive lost probes
@@ -84,32 +96,37 @@ type reflector struct {
 type histEntry struct {
 	t     time.Duration
 	bytes uint64
-	q     time.Duration
 }
 
 type direction struct {
-	rate     uint64
-	reason   Reason
-	last     Reason // reason of the last change
-	lastAt   time.Duration
-	bytes    uint64 // running total of counter differences
-	prevCtr  uint64
-	prevDrop uint64
-	hist     [histLen]histEntry
-	nhist    int
-	achieved uint64
-	util     float64
-	q        time.Duration
-	haveQ    bool
-	slope    float64
-	queueing bool
-	lastInc  time.Duration
-	lastDec  time.Duration
-	lastDrft time.Duration
-	failed   uint64
-	failedAt time.Duration
-	held     uint64
-	heldAt   time.Duration
+	rate      uint64
+	reason    Reason
+	last      Reason // reason of the last change
+	lastAt    time.Duration
+	bytes     uint64 // running total of counter differences
+	prevCtr   uint64
+	prevDrop  uint64
+	hist      [histLen]histEntry
+	nhist     int
+	achieved  uint64
+	util      float64
+	q         time.Duration
+	haveQ     bool
+	slope     float64 // delay growth, s/s
+	postSlope float64 // the same from probes sent after the last cut
+	postN     int     // how many reflectors gave postSlope
+	kindN     int     // fresh reflectors of the kind the statistic came from
+	age       time.Duration
+	episode   bool // cut, and the delay not yet back under target
+	queueing  bool
+	haveQueue bool
+	lastInc   time.Duration
+	lastDec   time.Duration
+	lastDrft  time.Duration
+	failed    uint64
+	failedAt  time.Duration
+	held      uint64
+	heldAt    time.Duration
 }
 
 // Controller is the state of both directions and the reflectors. It is not
@@ -131,6 +148,11 @@ type Controller struct {
 	kinds     [MaxReflectors]Kind
 	slots     [MaxReflectors]int
 	scratch   [MaxReflectors]time.Duration
+	slopes    [MaxReflectors]float64
+	slopeOK   [MaxReflectors]bool
+	post      [MaxReflectors]bool
+	fscratch  [MaxReflectors]float64
+	pscratch  [MaxReflectors]float64
 }
 
 // New makes a controller for cfg (after WithDefaults and Validate), at the
@@ -186,10 +208,7 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 		c.measure(Dir(d), now, &in.Shaper[d])
 	}
 
-	pi := c.cfg.ProbeInterval
-	if c.idle {
-		pi = c.cfg.IdleProbeInterval
-	}
+	pi := c.probeInterval()
 	stallWin := c.cfg.StallAfter
 	if 3*pi > stallWin {
 		stallWin = 3 * pi
@@ -208,9 +227,6 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 
 	for d := range c.dir {
 		c.delayStat(Dir(d), now, fresh)
-		h := &c.dir[d].hist[(c.dir[d].nhist-1)%histLen]
-		h.q = c.dir[d].q
-		c.dir[d].slope = c.slopeOf(Dir(d), now)
 	}
 	for d := range c.dir {
 		c.decide(Dir(d), now)
@@ -223,6 +239,13 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 		c.out.ProbeInterval = c.cfg.IdleProbeInterval
 	}
 	return &c.out
+}
+
+func (c *Controller) probeInterval() time.Duration {
+	if c.idle {
+		return c.cfg.IdleProbeInterval
+	}
+	return c.cfg.ProbeInterval
 }
 
 func (c *Controller) start(now time.Duration, in *Input) {
@@ -272,14 +295,21 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		if s.OneWay != r.oneWay {
 			r.have = [3]bool{}
 			r.oneWay = s.OneWay
+			r.nsamp = 0
 		}
+		sent := s.Sent
+		if sent == 0 || sent > now {
+			sent = now
+		}
+		r.prev, r.prevSent = r.delta, r.sent
 		if s.OneWay {
 			r.track(iDown, s.Down, rise)
 			r.track(iUp, s.Up, rise)
 		} else {
 			r.track(iRTT, s.RTT, rise)
 		}
-		r.at = now
+		r.at, r.sent = now, sent
+		r.nsamp++
 		r.replied = true
 		r.fresh = true
 		c.lastReply = now
@@ -312,6 +342,7 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	}
 	s.prevCtr = sh.Bytes
 	dm := sh.Drops + sh.Marks
+	s.haveQueue = sh.HaveQueue
 	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop)
 	s.prevDrop = dm
 	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
@@ -321,6 +352,28 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 		s.achieved = uint64(float64(s.bytes-ref.bytes) * 8 / dt.Seconds())
 	}
 	s.util = float64(s.achieved) / float64(s.rate)
+}
+
+// bottleneckBelow: the shaper knows its queue, it is empty, and it sends
+// clearly below its rate while loaded.
+func (s *direction) bottleneckBelow() bool {
+	return s.haveQueue && !s.queueing && s.util < 0.9 && s.util >= 0.2
+}
+
+// recent is the lower of the achieved rate over the window and over the
+// last tick: when the bottleneck just moved, the window still remembers the
+// capacity before.
+func (s *direction) recent() uint64 {
+	if s.nhist < 2 {
+		return s.achieved
+	}
+	a, b := &s.hist[(s.nhist-1)%histLen], &s.hist[(s.nhist-2)%histLen]
+	if dt := a.t - b.t; dt > 0 {
+		if last := uint64(float64(a.bytes-b.bytes) * 8 / dt.Seconds()); last < s.achieved {
+			return last
+		}
+	}
+	return s.achieved
 }
 
 // ref is the newest history entry at least one window old, or the oldest
@@ -340,19 +393,6 @@ func (s *direction) ref(now time.Duration) *histEntry {
 	return &s.hist[oldest%histLen]
 }
 
-// slopeOf is how fast the delay statistic rose over the last window, in
-// seconds of delay per second: (rate - capacity) / capacity for a queue fed
-// at our rate.
-func (c *Controller) slopeOf(d Dir, now time.Duration) float64 {
-	s := &c.dir[d]
-	ref := s.ref(now)
-	dt := now - ref.t
-	if dt <= 0 || !s.haveQ {
-		return 0
-	}
-	return float64(s.q-ref.q) / float64(dt)
-}
-
 // delayStat is the direction's delay rise that one slow or lying reflector
 // cannot move: per kind the lower median of the reflectors' latest rises,
 // then the largest over the kinds with at least MinPerKind fresh reflectors
@@ -360,6 +400,12 @@ func (c *Controller) slopeOf(d Dir, now time.Duration) float64 {
 // probes see); with no such kind, the lower median of all. A round trip
 // counts for a direction only when that direction is loaded or neither is:
 // an idle direction is not cut for the other's queue.
+//
+// From the same reflectors (the chosen kind) it takes the slope: the median
+// over reflectors of the rise between their last two probes per second of
+// send time, which for a queue fed at our rate is (rate - capacity) /
+// capacity; the same over only probes sent after the last cut (post); and
+// how old the information is (the mean time since the probes were sent).
 func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	s := &c.dir[d]
 	other := &c.dir[1-d]
@@ -372,31 +418,34 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 			continue
 		}
 		any = true
-		var v time.Duration
+		j := iRTT
 		if r.oneWay {
-			v = r.delta[d]
-		} else if useRTT {
-			v = r.delta[iRTT]
-		} else {
+			j = int(d)
+		} else if !useRTT {
 			continue
 		}
-		c.vals[n], c.kinds[n], c.slots[n] = v, r.kind, i
+		c.vals[n], c.kinds[n], c.slots[n] = r.delta[j], r.kind, i
+		c.slopeOK[n] = r.nsamp >= 2 && r.sent > r.prevSent && r.sent-r.prevSent < fresh
+		if c.slopeOK[n] {
+			c.slopes[n] = float64(r.delta[j]-r.prev[j]) / float64(r.sent-r.prevSent)
+		}
+		c.post[n] = s.lastDec != never && r.prevSent >= s.lastDec
 		n++
 	}
 	s.haveQ = any
-	s.q = 0
+	s.q, s.slope, s.postSlope, s.postN, s.age = 0, 0, 0, 0, 0
 	if n == 0 {
 		return
 	}
 	target := c.cfg.Dir[d].Target
-	best, found := time.Duration(0), false
+	best, found, bestKind := time.Duration(0), false, Kind(0)
 	for k := Kind(0); k < numKinds; k++ {
 		m, cnt := c.kindMedian(n, k)
 		if cnt < c.cfg.MinPerKind {
 			continue
 		}
 		if !found || m > best {
-			best, found = m, true
+			best, found, bestKind = m, true, k
 		}
 		if cnt >= 3 {
 			for j := 0; j < n; j++ {
@@ -418,6 +467,49 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		best = lowerMedian(c.scratch[:n])
 	}
 	s.q = best
+	// slope, post-cut slope and age over the chosen kind (all when pooled)
+	ns, np := 0, 0
+	var age time.Duration
+	for j := 0; j < n; j++ {
+		if found && c.kinds[j] != bestKind {
+			continue
+		}
+		age += now - c.refl[c.slots[j]].sent
+		if !c.slopeOK[j] {
+			continue
+		}
+		c.fscratch[ns] = c.slopes[j]
+		ns++
+		if c.post[j] {
+			c.pscratch[np] = c.slopes[j]
+			np++
+		}
+	}
+	cnt := n
+	if found {
+		_, cnt = c.kindMedian(n, bestKind)
+	}
+	s.age = age / time.Duration(cnt)
+	if ns > 0 {
+		s.slope = medianF(c.fscratch[:ns])
+	}
+	if np > 0 {
+		s.postSlope, s.postN = medianF(c.pscratch[:np]), np
+	}
+	s.kindN = cnt
+}
+
+func medianF(v []float64) float64 {
+	for i := 1; i < len(v); i++ {
+		x := v[i]
+		j := i - 1
+		for j >= 0 && v[j] > x {
+			v[j+1] = v[j]
+			j--
+		}
+		v[j+1] = x
+	}
+	return v[(len(v)-1)/2]
 }
 
 func (c *Controller) kindMedian(n int, k Kind) (time.Duration, int) {
@@ -465,20 +557,37 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	if s.heldAt != never && now-s.heldAt > cfg.MemoryTTL {
 		s.held, s.heldAt = 0, never
 	}
+	if s.haveQ && s.q <= target {
+		s.episode = false
+	}
 	drifting := false
 	switch {
 	case c.stalled:
 		reason = ReasonStall
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case s.q > target:
+	case s.q > target || (s.bottleneckBelow() && s.q > target/3 && !s.episode):
+		// "cake idle, link loaded, delay rising": the bottleneck moved
+		// below our rate. The shaper's counters show it at once, the
+		// probes only a queue's delay later, so it needs less delay to act.
 		reason = ReasonDraining
 		if s.achieved < cfg.IdleBelow {
 			break // not our traffic: cutting an idle direction helps nobody
 		}
-		sinceDec := now - s.lastDec
-		if s.lastDec != never && (sinceDec < cfg.DecreaseEvery || (s.slope <= 0 && sinceDec < 2*cfg.DrainTime)) {
-			break // the last cut is still draining the queue
+		slope := s.slope
+		if s.episode {
+			// Only probes sent after the last cut can tell whether it was
+			// enough: the others still show the queue growing as it did
+			// before. Cut again when they show it still growing, or when
+			// the drain is overdue and it is not shrinking.
+			if now-s.lastDec < cfg.DecreaseEvery || s.postN == 0 || 2*s.postN < s.kindN {
+				break
+			}
+			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age
+			if s.postSlope <= growing && !(overdue && s.postSlope > -growing) {
+				break
+			}
+			slope = s.postSlope
 		}
 		// Estimate the capacity. A shaper sending below its rate while the
 		// delay rises means the bottleneck is below it, and what gets
@@ -486,26 +595,46 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// tells it by how fast the queue grows.
 		capEst := r
 		reason = ReasonDelay
-		if a := float64(s.achieved); a < 0.95*r {
+		if a := float64(s.recent()); a < 0.95*r {
 			capEst = a
 			if !s.queueing {
 				reason = ReasonBottleneckBelow
+				// the queue grows by what we let in beyond what gets
+				// through: known now, where the probes' slope lags
+				if g := r/a - 1; g > slope && a > 0 {
+					slope = g
+				}
 			}
-		} else if s.slope > 0 {
-			capEst = r / (1 + s.slope)
+		} else if slope > 0 {
+			capEst = r / (1 + slope)
 		}
-		next = capEst * (1 - s.q.Seconds()/cfg.DrainTime.Seconds())
+		// The delay seen is as old as the probes that saw it: the queue
+		// now is larger by what it grew since. Cut below the capacity by
+		// enough to empty it within DrainTime.
+		qNow := s.q.Seconds()
+		if slope > 0 {
+			qNow += slope * s.age.Seconds()
+		}
+		next = capEst * (1 - qNow/cfg.DrainTime.Seconds())
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
+		if !s.episode || slope > growing {
+			// the first cut of an episode estimated the capacity; later
+			// ones only when the queue kept growing (the estimate was high)
+			s.failed, s.failedAt = uint64(capEst), now
+		}
+		s.episode = true
 		s.lastDec = now
-		s.failed, s.failedAt = uint64(capEst), now
 		if s.held > uint64(next) {
 			s.held = uint64(next)
 		}
 	case loaded:
 		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
 			break
+		}
+		if s.slope > growing && s.q > 0 {
+			break // the queue grows already: this is the capacity
 		}
 		room := float64(target-s.q) / (float64(target) * 2 / 3)
 		if room > 1 {

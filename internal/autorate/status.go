@@ -16,6 +16,11 @@ type DirStatus struct {
 	Failed    uint64        // a recent capacity estimate at a cut (0: none remembered)
 	Held      uint64        // a recent rate that held loaded with the delay flat (0: none)
 	Queueing  bool          // the shaper queued or dropped in the last tick
+	Slope     float64       // delay growth over the last probes, seconds per second
+	PostSlope float64       // the same from probes sent after the last cut
+	PostN     int           // reflectors that gave PostSlope
+	Age       time.Duration // mean time since the probes behind Delay were sent
+	Episode   bool          // cut, and the delay not yet back under target
 }
 
 // ReflectorStatus is one probe slot.
@@ -50,6 +55,7 @@ func (c *Controller) Status(st *Status) {
 			Rate: s.rate, Achieved: s.achieved, Load: s.util, Delay: s.q, HaveDelay: s.haveQ,
 			Target: c.cfg.Dir[d].Target, Reason: s.reason, Changed: s.last, ChangedAt: s.lastAt,
 			Failed: s.failed, Held: s.held, Queueing: s.queueing,
+			Slope: s.slope, PostSlope: s.postSlope, PostN: s.postN, Age: s.age, Episode: s.episode,
 		}
 	}
 	st.Reflectors = st.Reflectors[:0]
