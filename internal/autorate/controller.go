@@ -117,7 +117,9 @@ type direction struct {
 	postN     int     // how many reflectors gave postSlope
 	kindN     int     // fresh reflectors of the kind the statistic came from
 	age       time.Duration
-	episode   bool // cut, and the delay not yet back under target
+	episode   bool    // cut, and the delay not yet back under target
+	capEst    float64 // capacity from the probes' slopes (0: none)
+	planned   float64 // where the last cut aimed (before the step bound)
 	queueing  bool
 	haveQueue bool
 	lastInc   time.Duration
@@ -153,6 +155,9 @@ type Controller struct {
 	post      [MaxReflectors]bool
 	fscratch  [MaxReflectors]float64
 	pscratch  [MaxReflectors]float64
+	caps      [MaxReflectors]float64
+	capOK     [MaxReflectors]bool
+	cscratch  [MaxReflectors]float64
 }
 
 // New makes a controller for cfg (after WithDefaults and Validate), at the
@@ -354,6 +359,38 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	s.util = float64(s.achieved) / float64(s.rate)
 }
 
+// bytesAt is the shaper's byte count at time t, interpolated in the history
+// (clamped to what it holds).
+func (s *direction) bytesAt(t time.Duration) float64 {
+	n := s.nhist
+	oldest := n - histLen
+	if oldest < 0 {
+		oldest = 0
+	}
+	newer := &s.hist[(n-1)%histLen]
+	if t >= newer.t {
+		return float64(newer.bytes)
+	}
+	for i := n - 2; i >= oldest; i-- {
+		e := &s.hist[i%histLen]
+		if e.t <= t {
+			f := float64(t-e.t) / float64(newer.t-e.t)
+			return float64(e.bytes) + f*float64(newer.bytes-e.bytes)
+		}
+		newer = e
+	}
+	return float64(newer.bytes)
+}
+
+// inputRate is what the shaper sent between from and to, in bits/s: the
+// rate a queue below it was fed at.
+func (s *direction) inputRate(from, to time.Duration) float64 {
+	if to <= from {
+		return float64(s.achieved)
+	}
+	return (s.bytesAt(to) - s.bytesAt(from)) * 8 / (to - from).Seconds()
+}
+
 // bottleneckBelow: the shaper knows its queue, it is empty, and it sends
 // clearly below its rate while loaded.
 func (s *direction) bottleneckBelow() bool {
@@ -430,10 +467,15 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 			c.slopes[n] = float64(r.delta[j]-r.prev[j]) / float64(r.sent-r.prevSent)
 		}
 		c.post[n] = s.lastDec != never && r.prevSent >= s.lastDec
+		// a slope tells the capacity only while the queue is not empty
+		c.capOK[n] = c.slopeOK[n] && r.delta[j] > time.Millisecond && r.prev[j] > time.Millisecond
+		if c.capOK[n] {
+			c.caps[n] = s.inputRate(r.prevSent, r.sent) / (1 + c.slopes[n])
+		}
 		n++
 	}
 	s.haveQ = any
-	s.q, s.slope, s.postSlope, s.postN, s.age = 0, 0, 0, 0, 0
+	s.q, s.slope, s.postSlope, s.postN, s.age, s.capEst = 0, 0, 0, 0, 0, 0
 	if n == 0 {
 		return
 	}
@@ -468,7 +510,7 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	}
 	s.q = best
 	// slope, post-cut slope and age over the chosen kind (all when pooled)
-	ns, np := 0, 0
+	ns, np, nc := 0, 0, 0
 	var age time.Duration
 	for j := 0; j < n; j++ {
 		if found && c.kinds[j] != bestKind {
@@ -480,6 +522,10 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		}
 		c.fscratch[ns] = c.slopes[j]
 		ns++
+		if c.capOK[j] && c.slopes[j] > -0.95 {
+			c.cscratch[nc] = c.caps[j]
+			nc++
+		}
 		if c.post[j] {
 			c.pscratch[np] = c.slopes[j]
 			np++
@@ -495,6 +541,10 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	}
 	if np > 0 {
 		s.postSlope, s.postN = medianF(c.pscratch[:np]), np
+	}
+	if nc > 0 {
+		// the lower median: a cut sized by the more pessimistic half
+		s.capEst = medianF(c.cscratch[:nc])
 	}
 	s.kindN = cnt
 }
@@ -574,56 +624,64 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if s.achieved < cfg.IdleBelow {
 			break // not our traffic: cutting an idle direction helps nobody
 		}
-		slope := s.slope
-		if s.episode {
-			// Only probes sent after the last cut can tell whether it was
-			// enough: the others still show the queue growing as it did
-			// before. Cut again when they show it still growing, or when
-			// the drain is overdue and it is not shrinking.
-			if now-s.lastDec < cfg.DecreaseEvery || s.postN == 0 || 2*s.postN < s.kindN {
-				break
-			}
-			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age
-			if s.postSlope <= growing && !(overdue && s.postSlope > -growing) {
-				break
-			}
-			slope = s.postSlope
-		}
 		// Estimate the capacity. A shaper sending below its rate while the
 		// delay rises means the bottleneck is below it, and what gets
 		// through is the capacity; a full shaper feeding a growing queue
-		// tells it by how fast the queue grows.
-		capEst := r
+		// tells it by how fast the queue grows (delayStat). in is the
+		// rate the queue was fed at.
 		reason = ReasonDelay
-		if a := float64(s.recent()); a < 0.95*r {
-			capEst = a
+		var capEst, in float64
+		if a := float64(s.recent()); a < 0.95*r && a > 0 {
+			capEst, in = a, r
 			if !s.queueing {
 				reason = ReasonBottleneckBelow
-				// the queue grows by what we let in beyond what gets
-				// through: known now, where the probes' slope lags
-				if g := r/a - 1; g > slope && a > 0 {
-					slope = g
+			}
+		} else {
+			in = float64(s.achieved)
+			capEst = s.capEst
+			if capEst == 0 {
+				capEst = r
+				if s.slope > 0 {
+					capEst = r / (1 + s.slope)
 				}
 			}
-		} else if slope > 0 {
-			capEst = r / (1 + slope)
+		}
+		if s.episode {
+			// A cut is judged by what came after it: cut again when it
+			// was bounded short of its plan, when the capacity estimate
+			// fell below what it assumed, or when the drain is overdue
+			// and probes sent since show no shrinking.
+			if now-s.lastDec < cfg.DecreaseEvery {
+				break
+			}
+			short := r > 1.05*s.planned
+			lower := capEst < 0.95*float64(s.failed)
+			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN && s.postSlope > -growing
+			if !short && !lower && !overdue {
+				break
+			}
+			if short && !lower && !overdue {
+				next = s.planned
+				if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
+					next = lo
+				}
+				s.lastDec = now
+				break
+			}
 		}
 		// The delay seen is as old as the probes that saw it: the queue
 		// now is larger by what it grew since. Cut below the capacity by
 		// enough to empty it within DrainTime.
 		qNow := s.q.Seconds()
-		if slope > 0 {
-			qNow += slope * s.age.Seconds()
+		if g := in/capEst - 1; g > 0 {
+			qNow += g * s.age.Seconds()
 		}
 		next = capEst * (1 - qNow/cfg.DrainTime.Seconds())
+		s.planned = next
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
-		if !s.episode || slope > growing {
-			// the first cut of an episode estimated the capacity; later
-			// ones only when the queue kept growing (the estimate was high)
-			s.failed, s.failedAt = uint64(capEst), now
-		}
+		s.failed, s.failedAt = uint64(capEst), now
 		s.episode = true
 		s.lastDec = now
 		if s.held > uint64(next) {
