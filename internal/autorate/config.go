@@ -78,7 +78,7 @@ type Config struct {
 	// ProbeInterval is the spacing of probes to one reflector while active,
 	// IdleProbeInterval while both directions are idle (Output.ProbeIdle).
 	// The controller uses them to know how old a sample may be.
-	ProbeInterval     time.Duration // default 200ms
+	ProbeInterval     time.Duration // default 100ms
 	IdleProbeInterval time.Duration // default 2s
 
 	// StallAfter: no reply from any reflector for this long (at least three
@@ -96,7 +96,7 @@ type Config struct {
 	CarefulPerSec   float64 // growth near a rate that recently failed; default 0.05
 	DriftPerSec     float64 // fraction of the distance to base covered per second; default 0.02
 	MaxIncreaseStep float64 // largest increase of one decision; default 0.1 (x1.1)
-	MaxDecreaseStep float64 // largest decrease of one decision; default 0.5 (x0.5)
+	MaxDecreaseStep float64 // largest decrease of one decision; default 0.75 (x0.25)
 	IncreaseEvery   time.Duration
 	DecreaseEvery   time.Duration
 	// DrainTime is how fast a decrease aims to empty the queue it found:
@@ -129,12 +129,12 @@ func (c Config) WithDefaults() Config {
 			c.Dir[d].Target = DefaultTarget
 		}
 	}
-	setDur(&c.ProbeInterval, 200*time.Millisecond)
+	setDur(&c.ProbeInterval, 100*time.Millisecond)
 	setDur(&c.IdleProbeInterval, 2*time.Second)
 	setDur(&c.StallAfter, time.Second)
 	setDur(&c.IdleAfter, 60*time.Second)
 	setDur(&c.IncreaseEvery, 100*time.Millisecond)
-	setDur(&c.DecreaseEvery, 200*time.Millisecond)
+	setDur(&c.DecreaseEvery, 100*time.Millisecond)
 	setDur(&c.DrainTime, 500*time.Millisecond)
 	setDur(&c.MemoryTTL, 30*time.Second)
 	if c.IdleBelow == 0 {
@@ -146,7 +146,7 @@ func (c Config) WithDefaults() Config {
 	setF(&c.CarefulPerSec, 0.05)
 	setF(&c.DriftPerSec, 0.02)
 	setF(&c.MaxIncreaseStep, 0.1)
-	setF(&c.MaxDecreaseStep, 0.5)
+	setF(&c.MaxDecreaseStep, 0.75)
 	if c.MinPerKind == 0 {
 		c.MinPerKind = 2
 	}

@@ -616,10 +616,12 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		reason = ReasonStall
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case s.q > target || (s.bottleneckBelow() && s.q > target/3 && !s.episode):
-		// "cake idle, link loaded, delay rising": the bottleneck moved
-		// below our rate. The shaper's counters show it at once, the
-		// probes only a queue's delay later, so it needs less delay to act.
+	case s.q > target || (!s.episode && s.q > target/3 && (s.bottleneckBelow() || (s.slope > growing && s.capEst > 0))):
+		// Over target; or a third of it and rising, with the capacity
+		// known: from the probes' slopes, or because "cake idle, link
+		// loaded, delay rising" says the bottleneck moved below our rate
+		// (the shaper's counters show it at once, the probes only a
+		// queue's delay later). Acting early keeps the queue small.
 		reason = ReasonDraining
 		if s.achieved < cfg.IdleBelow {
 			break // not our traffic: cutting an idle direction helps nobody
@@ -629,12 +631,12 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// through is the capacity; a full shaper feeding a growing queue
 		// tells it by how fast the queue grows (delayStat). in is the
 		// rate the queue was fed at.
-		reason = ReasonDelay
+		why := ReasonDelay
 		var capEst, in float64
 		if a := float64(s.recent()); a < 0.95*r && a > 0 {
 			capEst, in = a, r
 			if !s.queueing {
-				reason = ReasonBottleneckBelow
+				why = ReasonBottleneckBelow
 			}
 		} else {
 			in = float64(s.achieved)
@@ -666,6 +668,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 					next = lo
 				}
 				s.lastDec = now
+				reason = why
 				break
 			}
 		}
@@ -676,8 +679,13 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if g := in/capEst - 1; g > 0 {
 			qNow += g * s.age.Seconds()
 		}
-		next = capEst * (1 - qNow/cfg.DrainTime.Seconds())
+		f := 1 - qNow/cfg.DrainTime.Seconds()
+		if f < 0.5 {
+			f = 0.5 // a longer drain rather than a collapse on a stale sample
+		}
+		next = capEst * f
 		s.planned = next
+		reason = why
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
