@@ -96,6 +96,7 @@ type reflector struct {
 type histEntry struct {
 	t     time.Duration
 	bytes uint64
+	rate  uint64 // the rate set at this tick (until the next)
 }
 
 type direction struct {
@@ -263,7 +264,7 @@ func (c *Controller) start(now time.Duration, in *Input) {
 		s := &c.dir[d]
 		s.prevCtr = in.Shaper[d].Bytes
 		s.prevDrop = in.Shaper[d].Drops + in.Shaper[d].Marks
-		s.hist[0] = histEntry{t: now}
+		s.hist[0] = histEntry{t: now, rate: s.rate}
 		s.nhist = 1
 		s.lastInc, s.lastDrft, s.lastAt = now, now, now
 		s.lastDec, s.failedAt, s.heldAt = never, never, never
@@ -359,42 +360,44 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	s.util = float64(s.achieved) / float64(s.rate)
 }
 
-// bytesAt is the shaper's byte count at time t, interpolated in the history
-// (clamped to what it holds).
-func (s *direction) bytesAt(t time.Duration) float64 {
+// meanRate is the time-weighted mean of the rate we set between from and
+// to (clamped to the history): the rate a queue below a full shaper was fed
+// at. The rate set at a tick holds until the next.
+func (s *direction) meanRate(from, to time.Duration) float64 {
 	n := s.nhist
 	oldest := n - histLen
 	if oldest < 0 {
 		oldest = 0
 	}
-	newer := &s.hist[(n-1)%histLen]
-	if t >= newer.t {
-		return float64(newer.bytes)
-	}
-	for i := n - 2; i >= oldest; i-- {
-		e := &s.hist[i%histLen]
-		if e.t <= t {
-			f := float64(t-e.t) / float64(newer.t-e.t)
-			return float64(e.bytes) + f*float64(newer.bytes-e.bytes)
-		}
-		newer = e
-	}
-	return float64(newer.bytes)
-}
-
-// inputRate is what the shaper sent between from and to, in bits/s: the
-// rate a queue below it was fed at.
-func (s *direction) inputRate(from, to time.Duration) float64 {
 	if to <= from {
-		return float64(s.achieved)
+		return float64(s.rate)
 	}
-	return (s.bytesAt(to) - s.bytesAt(from)) * 8 / (to - from).Seconds()
+	sum, span := 0.0, time.Duration(0)
+	end := to
+	for i := n - 1; i >= oldest && end > from; i-- {
+		e := &s.hist[i%histLen]
+		start := e.t
+		if start < from {
+			start = from
+		}
+		if end > start {
+			sum += float64(e.rate) * float64(end-start)
+			span += end - start
+		}
+		end = e.t
+	}
+	if span == 0 {
+		return float64(s.rate)
+	}
+	return sum / float64(span)
 }
 
 // bottleneckBelow: the shaper knows its queue, it is empty, and it sends
-// clearly below its rate while loaded.
+// below its rate while loaded: what it gets is all that comes through. Alone
+// it may be a sender that paused; with the delay rising it is the
+// bottleneck moved below us.
 func (s *direction) bottleneckBelow() bool {
-	return s.haveQueue && !s.queueing && s.util < 0.9 && s.util >= 0.2
+	return s.haveQueue && !s.queueing && s.util < 0.99 && s.util >= 0.2
 }
 
 // recent is the lower of the achieved rate over the window and over the
@@ -468,9 +471,9 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		}
 		c.post[n] = s.lastDec != never && r.prevSent >= s.lastDec
 		// a slope tells the capacity only while the queue is not empty
-		c.capOK[n] = c.slopeOK[n] && r.delta[j] > time.Millisecond && r.prev[j] > time.Millisecond
+		c.capOK[n] = c.slopeOK[n] && s.queueing && r.delta[j] > time.Millisecond && r.prev[j] > time.Millisecond
 		if c.capOK[n] {
-			c.caps[n] = s.inputRate(r.prevSent, r.sent) / (1 + c.slopes[n])
+			c.caps[n] = s.meanRate(r.prevSent, r.sent) / (1 + c.slopes[n])
 		}
 		n++
 	}
@@ -616,7 +619,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		reason = ReasonStall
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case s.q > target || (!s.episode && s.q > target/3 && (s.bottleneckBelow() || (s.slope > growing && s.capEst > 0))):
+	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && (s.bottleneckBelow() || s.capEst > 0)):
 		// Over target; or a third of it and rising, with the capacity
 		// known: from the probes' slopes, or because "cake idle, link
 		// loaded, delay rising" says the bottleneck moved below our rate
@@ -633,9 +636,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// rate the queue was fed at.
 		why := ReasonDelay
 		var capEst, in float64
-		if a := float64(s.recent()); a < 0.95*r && a > 0 {
+		if a := float64(s.recent()); a > 0 && (a < 0.95*r || (s.bottleneckBelow() && a < 0.99*r)) {
 			capEst, in = a, r
-			if !s.queueing {
+			if s.bottleneckBelow() {
 				why = ReasonBottleneckBelow
 			}
 		} else {
@@ -702,11 +705,17 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if s.slope > growing && s.q > 0 {
 			break // the queue grows already: this is the capacity
 		}
-		room := float64(target-s.q) / (float64(target) * 2 / 3)
+		// full speed up to a quarter of the target, none from half:
+		// what is left of the last queue drains first
+		room := float64(target/2-s.q) / float64(target/4)
 		if room > 1 {
 			room = 1
 		}
-		if s.q < target/2 && (s.held == 0 || s.rate >= s.held) {
+		if room <= 0 {
+			break
+		}
+		// a rate held: loaded, the delay low, and not above a failure
+		if s.q < target/4 && (s.held == 0 || s.rate >= s.held) && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
 			s.held, s.heldAt = s.rate, now
 		}
 		speed := cfg.IncreasePerSec
@@ -779,6 +788,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	}
 	changed := nr != s.rate
 	s.rate = nr
+	s.hist[(s.nhist-1)%histLen].rate = nr
 	s.reason = reason
 	if changed {
 		s.last, s.lastAt = reason, now
