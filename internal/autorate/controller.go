@@ -698,6 +698,18 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if s.held > uint64(next) {
 			s.held = uint64(next)
 		}
+	case s.q > target/2 && s.slope > -growing/2 && s.achieved >= cfg.IdleBelow && (s.lastDec == never || now-s.lastDec > cfg.DrainTime/2):
+		// A standing queue, not growing fast enough to go over target
+		// soon but not draining either (a capacity sliding down): trim
+		// the rate by what drains it within half DrainTime (the capacity
+		// may keep sliding), and remember it.
+		next = r * (1 - 2*s.q.Seconds()/cfg.DrainTime.Seconds())
+		reason = ReasonDelay
+		s.lastDec = now
+		s.failed, s.failedAt = s.rate, now
+		if s.held > uint64(next) {
+			s.held = uint64(next)
+		}
 	case loaded:
 		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
 			break

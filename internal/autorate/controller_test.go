@@ -2,6 +2,7 @@ package autorate_test
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,18 +59,105 @@ var dirs = []autorate.Dir{autorate.Down, autorate.Up}
 
 const target = autorate.DefaultTarget
 
-func TestExplore(t *testing.T) {
+const (
+	sec  = time.Second
+	ms   = time.Millisecond
+	step = 30 * sec // when the capacity moves, after the controller settled
+)
+
+// stepDownChecks runs a 40 -> 20 Mbit/s step and checks the target:
+// the induced delay back under target within 1 s, and then kept there.
+func stepDownChecks(t *testing.T, s *sim, d autorate.Dir) {
+	t.Helper()
+	s.run(step + 20*sec)
+	pre := s.utilisation(d, step-10*sec, step)
+	preOver, preP99 := s.overShare(d, step-10*sec, step, target)
+	rec := s.recovery(d, step, 5*sec, target)
+	over, p99 := s.overShare(d, step+1*sec, step+20*sec, target)
+	u := s.utilisation(d, step+1*sec, step+20*sec)
+	t.Logf("before: utilisation %.3f, over target %.1f%%, p99 %v; step: back under target after %v; after: over target %.1f%%, p99 %v, utilisation %.3f",
+		pre, 100*preOver, preP99.Round(100*time.Microsecond), rec, 100*over, p99.Round(100*time.Microsecond), u)
+	if rec > sec {
+		t.Errorf("delay back under target %v after the capacity halved, want <= 1s", rec)
+	}
+	if over > 0.10 || preOver > 0.10 {
+		t.Errorf("delay over target %.1f%% before, %.1f%% after the step; want <= 10%%", 100*preOver, 100*over)
+	}
+	if p99 > 2*target || preP99 > 2*target {
+		t.Errorf("p99 delay %v before, %v after the step; want <= %v", preP99, p99, 2*target)
+	}
+	if pre < 0.9 || u < 0.85 {
+		t.Errorf("utilisation %.3f before, %.3f after the step; want >= 0.9, 0.85", pre, u)
+	}
+}
+
+var down20 = steps([]time.Duration{0, step}, []float64{40 * mbit, 20 * mbit})
+
+func TestStepDown(t *testing.T) {
 	for _, d := range dirs {
 		for _, tk := range ticks {
-			s := link(d, steps([]time.Duration{0, 30 * time.Second, 50 * time.Second}, []float64{40 * mbit, 20 * mbit, 40 * mbit}), udpReflectors(4), tk)
-			s.run(70 * time.Second)
-			rec := s.recovery(d, 30*time.Second, 5*time.Second, target)
-			share, p99 := s.overShare(d, 31*time.Second, 50*time.Second, target)
-			up := s.reach(d, 50*time.Second, 10*time.Second, 0.9)
-			u := s.utilisation(d, 31*time.Second, 50*time.Second)
-			pre := s.utilisation(d, 20*time.Second, 30*time.Second)
-			sh0, p0 := s.overShare(d, 20*time.Second, 30*time.Second, target)
-			t.Logf("%v tick %v: pre util %.3f over %.3f p99 %v | down: recovery %v, over %.3f p99 %v util %.3f | up: reach %v", d, tk, pre, sh0, p0, rec, share, p99, u, up)
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				stepDownChecks(t, link(d, down20, udpReflectors(4), tk), d)
+			})
+		}
+	}
+}
+
+func TestStepUp(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			for _, from := range []float64{20 * mbit, 10 * mbit} {
+				name := d.String() + "/" + tk.String() + "/from" + strconv.Itoa(int(from/mbit))
+				t.Run(name, func(t *testing.T) {
+					s := link(d, steps([]time.Duration{0, step}, []float64{from, 40 * mbit}), udpReflectors(4), tk)
+					s.run(step + 20*sec)
+					reach := s.reach(d, step, 10*sec, 0.9)
+					over, p99 := s.overShare(d, step, step+20*sec, target)
+					t.Logf("90%% of the new capacity after %v; over target %.1f%%, p99 %v", reach, 100*over, p99.Round(100*time.Microsecond))
+					if limit := 5 * sec; reach > limit {
+						t.Errorf("rate at 90%% of the new capacity after %v, want <= %v", reach, limit)
+					}
+					if over > 0.10 {
+						t.Errorf("delay over target %.1f%% of the time after the step, want <= 10%%", 100*over)
+					}
+				})
+			}
+		}
+	}
+}
+
+// ramp: 40 -> 10 Mbit/s over 20 s, back over 20 s.
+func ramp(t0 time.Duration) capFunc {
+	return func(t time.Duration) float64 {
+		x := (t - t0).Seconds()
+		switch {
+		case x < 0:
+			return 40 * mbit
+		case x < 20:
+			return (40 - 1.5*x) * mbit
+		case x < 40:
+			return (10 + 1.5*(x-20)) * mbit
+		}
+		return 40 * mbit
+	}
+}
+
+func TestRamp(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				s := link(d, ramp(step), udpReflectors(4), tk)
+				s.run(step + 45*sec)
+				over, p99 := s.overShare(d, step, step+45*sec, target)
+				u := s.utilisation(d, step, step+45*sec)
+				t.Logf("over target %.1f%%, p99 %v, utilisation %.3f", 100*over, p99.Round(100*time.Microsecond), u)
+				if over > 0.10 || p99 > 2*target {
+					t.Errorf("delay over target %.1f%% of the time, p99 %v; want <= 10%%, <= %v", 100*over, p99, 2*target)
+				}
+				if u < 0.85 {
+					t.Errorf("utilisation %.3f, want >= 0.85", u)
+				}
+			})
 		}
 	}
 }

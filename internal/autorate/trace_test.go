@@ -17,7 +17,11 @@ func TestTrace(t *testing.T) {
 	if os.Getenv("DIR") == "up" {
 		d = 1
 	}
-	s := link(d, steps([]time.Duration{0, 30 * time.Second, 50 * time.Second}, []float64{40 * mbit, 20 * mbit, 40 * mbit}), udpReflectors(4), tickEnv())
+	capf := steps([]time.Duration{0, 30 * time.Second, 50 * time.Second}, []float64{40 * mbit, 20 * mbit, 40 * mbit})
+	if os.Getenv("RAMP") != "" {
+		capf = ramp(step)
+	}
+	s := link(d, capf, udpReflectors(4), tickEnv())
 	from, _ := strconv.Atoi(os.Getenv("FROM"))
 	to, _ := strconv.Atoi(os.Getenv("TO"))
 	for s.t < time.Duration(to)*time.Second {
