@@ -752,6 +752,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			step = cfg.MaxIncreaseStep
 		}
 		next = r * (1 + step)
+		if f := 0.97 * float64(s.failed); s.failed != 0 && r < f && next > f {
+			next = f + 1 // into the careful band, not past it (+1: rounding down must not keep it below)
+		}
 		s.lastInc = now
 	case s.util < cfg.LoadLight || c.idle:
 		reason = ReasonDrift
