@@ -660,7 +660,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				break
 			}
 			short := r > 1.05*s.planned
-			lower := capEst < 0.95*float64(s.failed)
+			lower := capEst < 0.97*float64(s.failed)
 			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN && s.postSlope > -growing
 			if !short && !lower && !overdue {
 				break
@@ -687,6 +687,12 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			f = 0.5 // a longer drain rather than a collapse on a stale sample
 		}
 		next = capEst * f
+		if k := capEst / float64(s.failed); s.episode && k < 1 && k > 0.85 {
+			// the capacity fell a little since the last cut: it is
+			// sliding, and will likely fall as much again before this
+			// cut is judged (a step down is not a slide: no extrapolation)
+			next *= k
+		}
 		s.planned = next
 		reason = why
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
