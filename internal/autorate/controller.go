@@ -66,7 +66,7 @@ type Output struct {
 
 const (
 	iDown, iUp, iRTT = 0, 1, 2
-	histLen          = 16
+	histLen          = 64 // ticks: 3.2 s at 50 ms, the age of a reply through a deep queue
 	window           = 200 * time.Millisecond // span of the load and slope measures
 	never            = time.Duration(-1 << 62)
 	// growing is the delay slope (s/s) above which a queue is taken as
@@ -363,14 +363,14 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 // meanRate is the time-weighted mean of the rate we set between from and
 // to (clamped to the history): the rate a queue below a full shaper was fed
 // at. The rate set at a tick holds until the next.
-func (s *direction) meanRate(from, to time.Duration) float64 {
+func (s *direction) meanRate(from, to time.Duration) (float64, bool) {
 	n := s.nhist
 	oldest := n - histLen
 	if oldest < 0 {
 		oldest = 0
 	}
-	if to <= from {
-		return float64(s.rate)
+	if to <= from || from < s.hist[oldest%histLen].t {
+		return 0, false // older than the history: unknown
 	}
 	sum, span := 0.0, time.Duration(0)
 	end := to
@@ -384,12 +384,14 @@ func (s *direction) meanRate(from, to time.Duration) float64 {
 			sum += float64(e.rate) * float64(end-start)
 			span += end - start
 		}
-		end = e.t
+		if e.t < end {
+			end = e.t
+		}
 	}
 	if span == 0 {
-		return float64(s.rate)
+		return 0, false
 	}
-	return sum / float64(span)
+	return sum / float64(span), true
 }
 
 // bottleneckBelow: the shaper knows its queue, it is empty, and it sends
@@ -473,7 +475,9 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		// a slope tells the capacity only while the queue is not empty
 		c.capOK[n] = c.slopeOK[n] && s.queueing && r.delta[j] > time.Millisecond && r.prev[j] > time.Millisecond
 		if c.capOK[n] {
-			c.caps[n] = s.meanRate(r.prevSent, r.sent) / (1 + c.slopes[n])
+			fed, ok := s.meanRate(r.prevSent, r.sent)
+			c.caps[n] = fed / (1 + c.slopes[n])
+			c.capOK[n] = ok
 		}
 		n++
 	}
@@ -617,6 +621,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	switch {
 	case c.stalled:
 		reason = ReasonStall
+		s.episode = false // what comes after a stall is judged afresh
 	case !s.haveQ:
 		reason = ReasonNoDelay
 	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && (s.bottleneckBelow() || s.capEst > 0)):
@@ -661,7 +666,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			}
 			short := r > 1.05*s.planned
 			lower := capEst < 0.97*float64(s.failed)
-			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN && s.postSlope > -growing
+			// overdue: the drain at the pace probes sent since show would
+			// take more than four drain times
+			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
+				(s.postSlope >= 0 || s.q.Seconds()/-s.postSlope > 4*cfg.DrainTime.Seconds())
 			if !short && !lower && !overdue {
 				break
 			}
@@ -683,8 +691,8 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			qNow += g * s.age.Seconds()
 		}
 		f := 1 - qNow/cfg.DrainTime.Seconds()
-		if f < 0.5 {
-			f = 0.5 // a longer drain rather than a collapse on a stale sample
+		if lo := 1 - cfg.MaxDecreaseStep; f < lo {
+			f = lo // a longer drain rather than a collapse
 		}
 		next = capEst * f
 		if k := capEst / float64(s.failed); s.episode && k < 1 && k > 0.85 {
@@ -698,12 +706,15 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
+		if debugHook != nil {
+			debugHook(d, now, capEst, in, s.capEst, float64(s.recent()), r, next)
+		}
 		s.failed, s.failedAt = uint64(capEst), now
 		s.episode = true
 		s.lastDec = now
-		if s.held > uint64(next) {
-			s.held = uint64(next)
-		}
+		// the cut goes below the capacity to drain; once drained, 90 %
+		// of the capacity estimate is safe to return to quickly
+		s.held, s.heldAt = uint64(0.9*capEst), now
 	case s.q > target/2 && s.slope > -growing/2 && s.achieved >= cfg.IdleBelow && (s.lastDec == never || now-s.lastDec > cfg.DrainTime/2):
 		// A standing queue, not growing fast enough to go over target
 		// soon but not draining either (a capacity sliding down): trim
@@ -733,7 +744,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			break
 		}
 		// a rate held: loaded, the delay low, and not above a failure
-		if s.q < target/4 && (s.held == 0 || s.rate >= s.held) && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
+		if s.q < target/4 && s.rate >= s.held && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
 			s.held, s.heldAt = s.rate, now
 		}
 		speed := cfg.IncreasePerSec
@@ -747,7 +758,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			}
 		}
 		if s.held != 0 && r < 0.97*float64(s.held) {
-			speed *= 2 // back to a rate that held recently: no need to tiptoe
+			speed *= 4 // back to a rate that held recently: no need to tiptoe
 		}
 		el := now - s.lastInc
 		if el > 2*cfg.IncreaseEvery {
@@ -848,3 +859,5 @@ func (c *Controller) judgeReflectors() {
 	}
 	c.out.Replace = c.repl[:n]
 }
+
+var debugHook func(d Dir, now time.Duration, capEst, in, slopeCap, recent, r, next float64)

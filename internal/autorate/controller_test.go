@@ -161,3 +161,53 @@ func TestRamp(t *testing.T) {
 		}
 	}
 }
+
+// stalled capacity: no capacity in either direction (and so no replies)
+// over the windows given.
+func withStalls(c capFunc, win ...time.Duration) capFunc {
+	return func(t time.Duration) float64 {
+		for i := 0; i+1 < len(win); i += 2 {
+			if t >= win[i] && t < win[i+1] {
+				return 0
+			}
+		}
+		return c(t)
+	}
+}
+
+func TestStall(t *testing.T) {
+	for _, d := range dirs {
+		for _, length := range []time.Duration{2 * sec, 15 * sec} {
+			for _, tk := range ticks {
+				t.Run(d.String()+"/"+length.String()+"/"+tk.String(), func(t *testing.T) {
+					win := []time.Duration{step, step + length}
+					s := link(d, withStalls(constant(40*mbit), win...), udpReflectors(4), tk)
+					s.stallS = win
+					// the other direction stalls too
+					s.dir[1-d].capacity = withStalls(s.dir[1-d].capacity, win...)
+					s.run(step + length + 20*sec)
+					before := s.window(step-10*ms, step)[0].rate[d]
+					minIn := math.Inf(1)
+					for _, r := range s.window(step, step+length) {
+						minIn = math.Min(minIn, r.rate[d])
+					}
+					end := step + length
+					rec := s.recovery(d, end, 5*sec, target)
+					reach := s.reach(d, end+rec, 10*sec, 0.9) + rec
+					over, p99 := s.overShare(d, end+2*sec, end+20*sec, target)
+					t.Logf("rate before %.2f Mbit/s, lowest during the stall %.2f; after: delay back under target in %v, 90%% of capacity in %v, then over target %.1f%%, p99 %v",
+						before/mbit, minIn/mbit, rec, reach, 100*over, p99.Round(100*time.Microsecond))
+					if minIn < 0.95*before {
+						t.Errorf("rate fell to %.2f Mbit/s during the stall from %.2f: a stall must hold the rate", minIn/mbit, before/mbit)
+					}
+					if rec > 2*sec || reach > 5*sec || !s.sawStall {
+						t.Errorf("after the stall: delay under target after %v (want <= 2s), 90%% of capacity after %v (want <= 5s); controller said stall: %v", rec, reach, s.sawStall)
+					}
+					if over > 0.10 {
+						t.Errorf("after the stall delay over target %.1f%% of the time, want <= 10%%", 100*over)
+					}
+				})
+			}
+		}
+	}
+}

@@ -53,6 +53,7 @@ type simDir struct {
 	drops      uint64
 	backlog    bool
 	lastDemand float64
+	lastIn     float64 // bits/s into the FIFO in the last step
 }
 
 // qdelay is the queueing delay a packet entering the modem's FIFO now sees.
@@ -70,6 +71,7 @@ func (s *simDir) step(t time.Duration, rate float64) {
 	d := s.demand(t)
 	s.lastDemand = d
 	in := math.Min(d, rate) * dt / 8
+	s.lastIn = in * 8 / dt
 	if s.modemLast {
 		// download: the sender is held to our rate by cake's drops
 		s.q += in
@@ -126,20 +128,21 @@ type record struct {
 }
 
 type sim struct {
-	t      time.Duration
-	dir    [2]*simDir
-	refl   []simRefl
-	pend   []pending
-	ctrl   *autorate.Controller
-	tick   time.Duration
-	in     autorate.Input
-	out    *autorate.Output
-	rng    *rand.Rand
-	recs   []record
-	probe  time.Duration
-	stallS []time.Duration // stall windows [start, end) pairs: no capacity, no replies
-	idleAt time.Duration   // first tick with ProbeIdle (-1: never)
-	status autorate.Status
+	t        time.Duration
+	dir      [2]*simDir
+	refl     []simRefl
+	pend     []pending
+	ctrl     *autorate.Controller
+	tick     time.Duration
+	in       autorate.Input
+	out      *autorate.Output
+	rng      *rand.Rand
+	recs     []record
+	probe    time.Duration
+	stallS   []time.Duration // stall windows [start, end) pairs: no capacity, no replies
+	idleAt   time.Duration   // first tick with ProbeIdle (-1: never)
+	status   autorate.Status
+	sawStall bool
 }
 
 func newSim(cfg autorate.Config, refl []simRefl, down, up *simDir, tick time.Duration) *sim {
@@ -207,8 +210,14 @@ func (s *sim) sendProbe(i int) {
 	var qd, qu time.Duration
 	if !r.bypass {
 		qd, qu = s.dir[0].qdelay(t), s.dir[1].qdelay(t)
-		if s.dir[0].q >= s.dir[0].fifoLimit || s.dir[1].q >= s.dir[1].fifoLimit {
-			lost = true // tail drop
+		for d := range s.dir {
+			// a full FIFO drops what arrives beyond what it serves
+			sd := s.dir[d]
+			if sd.q >= sd.fifoLimit && sd.lastIn > 0 {
+				if p := 1 - sd.capacity(t)/sd.lastIn; p > 0 && s.rng.Float64() < p {
+					lost = true
+				}
+			}
 		}
 	}
 	if lost {
@@ -251,6 +260,11 @@ func (s *sim) doTick() {
 	}
 	s.out = s.ctrl.Tick(s.t, &s.in)
 	s.probe = s.out.ProbeInterval
+	for d := range s.out.Dir {
+		if s.out.Dir[d].Reason == autorate.ReasonStall {
+			s.sawStall = true
+		}
+	}
 	if s.out.ProbeIdle && s.idleAt < 0 {
 		s.idleAt = s.t
 	}

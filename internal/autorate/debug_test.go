@@ -1,0 +1,7 @@
+package autorate
+
+import "time"
+
+var DebugHook = &debugHook
+
+func init() { _ = time.Second }
