@@ -641,6 +641,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// rate the queue was fed at.
 		why := ReasonDelay
 		var capEst, in float64
+		known := true // measured, not assumed
 		if a := float64(s.recent()); a > 0 && (a < 0.95*r || (s.bottleneckBelow() && a < 0.99*r)) {
 			capEst, in = a, r
 			if s.bottleneckBelow() {
@@ -650,6 +651,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			in = float64(s.achieved)
 			capEst = s.capEst
 			if capEst == 0 {
+				known = false
 				capEst = r
 				if s.slope > 0 {
 					capEst = r / (1 + s.slope)
@@ -665,7 +667,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				break
 			}
 			short := r > 1.05*s.planned
-			lower := capEst < 0.97*float64(s.failed)
+			lower := known && capEst < 0.97*float64(s.failed)
 			// overdue: the drain at the pace probes sent since show would
 			// take more than four drain times
 			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&

@@ -22,11 +22,11 @@ func TestTrace(t *testing.T) {
 		capf = ramp(step)
 	}
 	if os.Getenv("STALL") != "" {
-		capf = withStalls(constant(40*mbit), step, step+2*time.Second)
+		capf = withStalls(constant(40*mbit), step, step+stallLen())
 	}
 	s := link(d, capf, udpReflectors(4), tickEnv())
 	if os.Getenv("STALL") != "" {
-		s.stallS = []time.Duration{step, step + 2*time.Second}
+		s.stallS = []time.Duration{step, step + stallLen()}
 		s.dir[1-d].capacity = withStalls(s.dir[1-d].capacity, s.stallS...)
 	}
 	if os.Getenv("DEBUG") != "" {
@@ -54,4 +54,9 @@ func tickEnv() time.Duration {
 		return v
 	}
 	return 50 * time.Millisecond
+}
+
+func stallLen() time.Duration {
+	v, _ := strconv.Atoi(os.Getenv("STALL"))
+	return time.Duration(v) * time.Second
 }
