@@ -689,6 +689,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// now is larger by what it grew since. Cut below the capacity by
 		// enough to empty it within DrainTime.
 		qNow := s.q.Seconds()
+		if fed, ok := s.meanRate(now-s.age, now); ok && fed > in && s.queueing {
+			in = fed // a full shaper fed the queue at the rates set since
+		}
 		if g := in/capEst - 1; g > 0 {
 			qNow += g * s.age.Seconds()
 		}
@@ -757,6 +760,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				s.failed, s.failedAt = 0, never // it holds above: forget
 			} else if r >= 0.97*f {
 				speed, reason = cfg.CarefulPerSec, ReasonIncreaseCareful
+			} else if r >= 0.9*f {
+				// slowing down on the way to it
+				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*(0.97*f-r)/(0.07*f)
 			}
 		}
 		if s.held != 0 && r < 0.97*float64(s.held) {
