@@ -94,7 +94,7 @@ type Config struct {
 
 	IncreasePerSec  float64 // growth per second with the delay flat; default 0.5 (+50 %/s)
 	CarefulPerSec   float64 // growth near a rate that recently failed; default 0.05
-	DriftPerSec     float64 // fraction of the distance to base covered per second; default 0.02
+	DriftPerSec     float64 // fraction of the distance to base covered per second; default 0.05
 	MaxIncreaseStep float64 // largest increase of one decision; default 0.1 (x1.1)
 	MaxDecreaseStep float64 // largest decrease of one decision; default 0.75 (x0.25)
 	IncreaseEvery   time.Duration
@@ -144,7 +144,7 @@ func (c Config) WithDefaults() Config {
 	setF(&c.LoadLight, 0.4)
 	setF(&c.IncreasePerSec, 0.5)
 	setF(&c.CarefulPerSec, 0.05)
-	setF(&c.DriftPerSec, 0.02)
+	setF(&c.DriftPerSec, 0.05)
 	setF(&c.MaxIncreaseStep, 0.1)
 	setF(&c.MaxDecreaseStep, 0.75)
 	if c.MinPerKind == 0 {

@@ -788,11 +788,12 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		drifting = true
 		base := float64(dc.Base)
-		el := now - s.lastDrft
-		if el > time.Second {
-			el = time.Second
+		// small steps accumulate until worth a change (half a percent)
+		frac := cfg.DriftPerSec * (now - s.lastDrft).Seconds()
+		if frac > 1 {
+			frac = 1
 		}
-		cand := r + (base-r)*cfg.DriftPerSec*el.Seconds()
+		cand := r + (base-r)*frac
 		diff := base - r
 		if diff < 0 {
 			diff = -diff

@@ -218,3 +218,141 @@ func TestStall(t *testing.T) {
 		}
 	}
 }
+
+// TestLyingReflector: one of four reflectors adds a constant 40 ms (its
+// baseline absorbs it), or a random 0..60 ms to every reply (it disagrees
+// with the others and is reported for replacement). The statistic across
+// reflectors must not move: the step targets hold as with honest ones.
+func TestLyingReflector(t *testing.T) {
+	cases := []struct {
+		name  string
+		lie   func(*simRefl)
+		flag  bool // the liar must be reported
+		count int
+	}{
+		{"constant", func(r *simRefl) { r.lieConst = 40 * ms }, false, 4},
+		{"random", func(r *simRefl) { r.lieRand = 60 * ms }, true, 4},
+		{"random-of-3", func(r *simRefl) { r.lieRand = 60 * ms }, true, 3},
+	}
+	for _, c := range cases {
+		for _, d := range dirs {
+			t.Run(c.name+"/"+d.String(), func(t *testing.T) {
+				refl := udpReflectors(c.count)
+				c.lie(&refl[1])
+				s := link(d, down20, refl, 100*ms)
+				stepDownChecks(t, s, d)
+				flagged := false
+				for _, r := range s.out.Replace {
+					if r.Slot == 1 && r.Why == autorate.WhyDisagrees {
+						flagged = true
+					} else {
+						t.Errorf("reflector %d reported (%v), only 1 lies", r.Slot, r.Why)
+					}
+				}
+				if flagged != c.flag {
+					t.Errorf("liar reported for replacement: %v, want %v", flagged, c.flag)
+				}
+			})
+		}
+	}
+}
+
+// TestICMPDeprioritised: the ISP gives ICMP its own queue ahead of the
+// modem's FIFO, so ICMP replies never show the queue. With two UDP
+// reflectors besides three ICMP ones the target holds; with ICMP only it
+// cannot (the control case: it shows the emulation hides the queue).
+func TestICMPDeprioritised(t *testing.T) {
+	for _, d := range dirs {
+		t.Run("udp+icmp/"+d.String(), func(t *testing.T) {
+			refl := append(icmpReflectors(3, true), udpReflectors(2)...)
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
+		t.Run("icmp-only-rtt/"+d.String(), func(t *testing.T) {
+			// round trips through the queue (not deprioritised) work too
+			stepDownChecks(t, link(d, down20, icmpReflectors(3, false), 100*ms), d)
+		})
+		t.Run("icmp-only-deprioritised/"+d.String(), func(t *testing.T) {
+			s := link(d, down20, icmpReflectors(3, true), 100*ms)
+			s.run(step + 20*sec)
+			over, p99 := s.overShare(d, step, step+20*sec, target)
+			t.Logf("ICMP only, deprioritised: over target %.1f%% of the time, p99 %v", 100*over, p99.Round(ms))
+			if over < 0.5 {
+				t.Errorf("with only deprioritised ICMP reflectors the delay was over target only %.1f%% of the time: the emulation does not hide the queue", 100*over)
+			}
+		})
+	}
+}
+
+// TestIdle: after 30 s of load on an 80 Mbit/s link (base 20) the load
+// stops (idle) or drops to 5 Mbit/s (light). The rate never rises again,
+// drifts back to base, and only the idle link tells the probe layer to slow
+// down, IdleAfter (60 s) after the load stopped.
+func TestIdle(t *testing.T) {
+	const loadEnd = 30 * sec
+	for _, light := range []float64{0, 5 * mbit} {
+		for _, d := range dirs {
+			name := "idle/" + d.String()
+			if light > 0 {
+				name = "light/" + d.String()
+			}
+			t.Run(name, func(t *testing.T) {
+				s := link(d, constant(80*mbit), udpReflectors(4), 100*ms)
+				s.dir[d].demand = steps([]time.Duration{0, loadEnd}, []float64{math.Inf(1), light})
+				s.dir[1-d].demand = steps([]time.Duration{0, loadEnd}, []float64{0.5 * mbit, 0})
+				s.run(loadEnd + 150*sec)
+				// the load measure spans 200 ms: from then on no increase
+				w := s.window(loadEnd+300*ms, loadEnd+150*sec)
+				peak := w[0].rate[d]
+				for i := 1; i < len(w); i++ {
+					if w[i].rate[d] > w[i-1].rate[d] {
+						t.Fatalf("rate rose from %.2f to %.2f Mbit/s at %v with the load gone", w[i-1].rate[d]/mbit, w[i].rate[d]/mbit, w[i].t)
+					}
+				}
+				base := float64(s.ctrl.Config().Dir[d].Base)
+				end := w[len(w)-1].rate[d]
+				slowed := "never"
+				if s.idleAt >= 0 {
+					slowed = (s.idleAt - loadEnd).String() + " after the load"
+				}
+				t.Logf("rate at the end of the load %.2f Mbit/s, 150 s later %.2f (base %.2f); probes slowed: %s", peak/mbit, end/mbit, base/mbit, slowed)
+				if peak < 0.9*80*mbit {
+					t.Errorf("rate under load reached only %.2f Mbit/s of 80", peak/mbit)
+				}
+				if math.Abs(end-base) > 0.01*base {
+					t.Errorf("rate %.2f Mbit/s 150 s after the load, want base %.2f within 1%%", end/mbit, base/mbit)
+				}
+				switch {
+				case light > 0 && s.idleAt >= 0:
+					t.Errorf("probing slowed at %v with 5 Mbit/s still flowing", s.idleAt)
+				case light == 0 && (s.idleAt < loadEnd+60*sec || s.idleAt > loadEnd+61*sec):
+					t.Errorf("probing slowed %v after the load stopped, want 60s..61s", s.idleAt-loadEnd)
+				}
+			})
+		}
+	}
+}
+
+// TestNoReply: a reflector that never answers is reported while the others
+// answer; during a stall (nobody answers) nobody is.
+func TestNoReply(t *testing.T) {
+	refl := udpReflectors(4)
+	refl[2].dead = true
+	win := []time.Duration{20 * sec, 35 * sec}
+	s := link(autorate.Down, withStalls(constant(40*mbit), win...), refl, 100*ms)
+	s.dir[1].capacity = withStalls(s.dir[1].capacity, win...)
+	s.stallS = win
+	s.run(19 * sec)
+	if len(s.out.Replace) != 1 || s.out.Replace[0] != (autorate.Replacement{Slot: 2, Why: autorate.WhyNoReply}) {
+		t.Fatalf("replace %v, want slot 2 (no reply)", s.out.Replace)
+	}
+	s.ctrl.Replace(2, autorate.KindUDP) // the probe layer swapped it
+	s.refl[2].dead = false
+	s.run(25 * sec)
+	if len(s.out.Replace) != 0 {
+		t.Errorf("during a stall: replace %v, want none", s.out.Replace)
+	}
+	s.run(45 * sec)
+	if len(s.out.Replace) != 0 {
+		t.Errorf("after the stall: replace %v, want none", s.out.Replace)
+	}
+}
