@@ -66,7 +66,7 @@ type Output struct {
 
 const (
 	iDown, iUp, iRTT = 0, 1, 2
-	histLen          = 64 // ticks: 3.2 s at 50 ms, the age of a reply through a deep queue
+	histLen          = 64                     // ticks: 3.2 s at 50 ms, the age of a reply through a deep queue
 	window           = 200 * time.Millisecond // span of the load and slope measures
 	never            = time.Duration(-1 << 62)
 	// growing is the delay slope (s/s) above which a queue is taken as
