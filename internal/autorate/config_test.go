@@ -155,3 +155,43 @@ func BenchmarkTick(b *testing.B) {
 		}
 	}
 }
+
+// FuzzTick feeds arbitrary samples, counters and clocks: no panic, the rate
+// within min..max.
+func FuzzTick(f *testing.F) {
+	f.Add([]byte{0, 10, 20, 30, 1, 200, 0, 0, 255, 3, 9, 9})
+	f.Add([]byte("\x01\xff\xff\xff\x00\x00\x10\x80\x7f"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := validConfig()
+		ctrl, err := autorate.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in autorate.Input
+		now := time.Duration(0)
+		for len(data) >= 6 {
+			b := data[:6]
+			data = data[6:]
+			now += time.Duration(int8(b[0])) * 5 * time.Millisecond // may go back
+			in.Samples = append(in.Samples[:0], autorate.Sample{
+				Reflector: int(b[1]%4) - 1, Lost: b[1]&0x80 != 0, OneWay: b[1]&0x40 != 0,
+				Sent: now - time.Duration(b[2])*time.Millisecond,
+				Down: time.Duration(int8(b[3])) * time.Millisecond, Up: time.Duration(b[4]) * time.Millisecond,
+				RTT: time.Duration(int8(b[3])) * 3 * time.Millisecond,
+			})
+			d := b[5] & 1
+			in.Shaper[d].Bytes += uint64(b[5]) << (b[5] % 24)
+			in.Shaper[d].HaveQueue = b[5]&2 != 0
+			in.Shaper[d].Backlog = uint32(b[5] & 4)
+			if b[5] == 0xff {
+				in.Shaper[d].Bytes = 0
+			}
+			out := ctrl.Tick(now, &in)
+			for d := range out.Dir {
+				if r := out.Dir[d].Rate; r < c.Dir[d].Min || r > c.Dir[d].Max {
+					t.Fatalf("rate %d outside %d..%d", r, c.Dir[d].Min, c.Dir[d].Max)
+				}
+			}
+		}
+	})
+}
