@@ -29,6 +29,9 @@ type Shaper struct {
 	HaveQueue    bool
 	Backlog      uint32 // bytes queued in the shaper now
 	Drops, Marks uint64 // cumulative drops and ECN marks
+	// Delay is cake's largest per-tin average delay (0 when unknown): a
+	// queue in the shaper itself, so the shaper is where the bottleneck is.
+	Delay time.Duration
 }
 
 // Input is what the daemon gathered since the last tick. The controller does
@@ -74,7 +77,12 @@ const (
 	growing = 0.02
 )
 
+// noCompare keeps the compiler from generating equality functions for the
+// state structs (kilobytes of MIPS code no one calls).
+type noCompare [0]func()
+
 type reflector struct {
+	_        noCompare
 	kind     Kind
 	oneWay   bool
 	have     [3]bool
@@ -100,6 +108,7 @@ type histEntry struct {
 }
 
 type direction struct {
+	_         noCompare
 	rate      uint64
 	reason    Reason
 	last      Reason // reason of the last change
@@ -349,7 +358,7 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	s.prevCtr = sh.Bytes
 	dm := sh.Drops + sh.Marks
 	s.haveQueue = sh.HaveQueue
-	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop)
+	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop || sh.Delay >= time.Millisecond)
 	s.prevDrop = dm
 	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
 	s.nhist++
@@ -711,9 +720,6 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
-		if debugHook != nil {
-			debugHook(d, now, capEst, in, s.capEst, float64(s.recent()), r, next)
-		}
 		s.failed, s.failedAt = uint64(capEst), now
 		s.episode = true
 		s.lastDec = now
@@ -868,5 +874,3 @@ func (c *Controller) judgeReflectors() {
 	}
 	c.out.Replace = c.repl[:n]
 }
-
-var debugHook func(d Dir, now time.Duration, capEst, in, slopeCap, recent, r, next float64)

@@ -1,7 +1,0 @@
-package autorate
-
-import "time"
-
-var DebugHook = &debugHook
-
-func init() { _ = time.Second }
