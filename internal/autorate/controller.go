@@ -300,7 +300,9 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		}
 		r := &c.refl[s.Reflector]
 		if s.Lost {
-			r.lost++
+			if r.lost < 1<<20 {
+				r.lost++
+			}
 			continue
 		}
 		r.lost = 0
@@ -324,7 +326,9 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 			r.track(iRTT, s.RTT, rise)
 		}
 		r.at, r.sent = now, sent
-		r.nsamp++
+		if r.nsamp < 2 {
+			r.nsamp++ // only "two or more" matters
+		}
 		r.replied = true
 		r.fresh = true
 		c.lastReply = now
@@ -362,6 +366,9 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	s.prevDrop = dm
 	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
 	s.nhist++
+	if s.nhist >= 2*histLen {
+		s.nhist -= histLen // same slots; an int on 32-bit MIPS must not overflow in years of uptime
+	}
 	ref := s.ref(now)
 	if dt := now - ref.t; dt > 0 {
 		s.achieved = uint64(float64(s.bytes-ref.bytes) * 8 / dt.Seconds())
