@@ -356,3 +356,40 @@ func TestNoReply(t *testing.T) {
 		t.Errorf("after the stall: replace %v, want none", s.out.Replace)
 	}
 }
+
+// TestJitter: every probe's one-way delays jitter by 0..jit each way (a
+// busy radio link). The controller must not collapse or cut without a
+// queue, and still meet the step targets.
+func TestJitter(t *testing.T) {
+	for _, jit := range []time.Duration{2 * ms, 5 * ms, 10 * ms} {
+		for _, d := range dirs {
+			t.Run(jit.String()+"/"+d.String(), func(t *testing.T) {
+				refl := udpReflectors(4)
+				for i := range refl {
+					refl[i].jitter = jit
+				}
+				s := link(d, down20, refl, 100*ms)
+				stepDownChecks(t, s, d)
+				if len(s.out.Replace) != 0 {
+					t.Errorf("replace %v: jitter shared by all is not a reflector's fault", s.out.Replace)
+				}
+			})
+		}
+	}
+}
+
+// TestBothDirections: both directions loaded, one-way reflectors: the
+// upload's capacity halves, the download's does not move. The upload meets
+// the step target; the download is not cut for the upload's queue.
+func TestBothDirections(t *testing.T) {
+	s := link(autorate.Up, down20, udpReflectors(4), 100*ms)
+	s.dir[autorate.Down].capacity = constant(40 * mbit)
+	s.dir[autorate.Down].demand = greedy()
+	stepDownChecks(t, s, autorate.Up)
+	u := s.utilisation(autorate.Down, step, step+20*sec)
+	over, p99 := s.overShare(autorate.Down, step, step+20*sec, target)
+	t.Logf("download meanwhile: utilisation %.3f, over target %.1f%%, p99 %v", u, 100*over, p99.Round(100*time.Microsecond))
+	if u < 0.9 || over > 0.10 {
+		t.Errorf("download utilisation %.3f, over target %.1f%% while the upload's capacity moved; want >= 0.9, <= 10%%", u, 100*over)
+	}
+}

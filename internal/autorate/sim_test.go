@@ -110,7 +110,8 @@ type simRefl struct {
 	clock            time.Duration // reflector clock offset (one-way)
 	bypass           bool          // skips the modem queues (ICMP prioritised)
 	lieConst         time.Duration // added to every reply
-	lieRand          time.Duration // uniform 0..lieRand added to every reply
+	lieRand          time.Duration // uniform 0..lieRand added to every reply (down)
+	jitter           time.Duration // uniform 0..jitter added to each direction of every probe (the path's)
 	dead             bool          // never answers
 	next             time.Duration
 }
@@ -228,6 +229,10 @@ func (s *sim) sendProbe(i int) {
 	down := r.baseDown + qd + r.lieConst
 	if r.lieRand > 0 {
 		down += time.Duration(s.rng.Int64N(int64(r.lieRand)))
+	}
+	if r.jitter > 0 {
+		up += time.Duration(s.rng.Int64N(int64(r.jitter)))
+		down += time.Duration(s.rng.Int64N(int64(r.jitter)))
 	}
 	smp := autorate.Sample{Reflector: i, OneWay: r.oneWay, Sent: t}
 	if r.oneWay {
