@@ -105,7 +105,8 @@ type Config struct {
 	// MemoryTTL is how long a failed or held rate is remembered.
 	MemoryTTL time.Duration // default 30s
 	// MinPerKind: a kind of reflector speaks for itself only with at least
-	// this many fresh reflectors; smaller kinds are pooled with the rest.
+	// this many fresh reflectors, or with one whose jitter has been low
+	// (under a third of the target); otherwise it is pooled with the rest.
 	MinPerKind int // default 2
 }
 

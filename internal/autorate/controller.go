@@ -92,6 +92,8 @@ type reflector struct {
 	sent     time.Duration    // when the latest replied probe was sent
 	prevSent time.Duration    // and the one before
 	prev     [3]time.Duration // rises of the one before
+	prev2    [3]time.Duration // and of the one before that
+	noise    float64          // EWMA of |second difference| of the rises, ns: jitter, not trend
 	nsamp    int              // replies since the baseline started
 	replied  bool
 	fresh    bool // a reply this tick
@@ -318,6 +320,7 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		if sent == 0 || sent > now {
 			sent = now
 		}
+		r.prev2 = r.prev
 		r.prev, r.prevSent = r.delta, r.sent
 		if s.OneWay {
 			r.track(iDown, s.Down, rise)
@@ -325,9 +328,12 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		} else {
 			r.track(iRTT, s.RTT, rise)
 		}
+		if r.nsamp >= 2 {
+			r.noisy(c.cfg.Dir[Down].Target)
+		}
 		r.at, r.sent = now, sent
-		if r.nsamp < 2 {
-			r.nsamp++ // only "two or more" matters
+		if r.nsamp < 3 {
+			r.nsamp++ // only up to "three or more" matters
 		}
 		r.replied = true
 		r.fresh = true
@@ -350,6 +356,27 @@ func (r *reflector) track(i int, v time.Duration, rise float64) {
 		d = 0
 	}
 	r.delta[i] = d
+}
+
+// noisy updates the reflector's jitter measure: a queue's rise or drain is
+// a line (second difference 0), a lying or jittery reflector's is not. Each
+// sample counts at most cap (the target), so the kink where a queue starts
+// or ends weighs little and a liar's random rises a lot.
+func (r *reflector) noisy(cap time.Duration) {
+	var j time.Duration
+	for i := range r.delta {
+		x := r.delta[i] - 2*r.prev[i] + r.prev2[i]
+		if x < 0 {
+			x = -x
+		}
+		if x > j {
+			j = x
+		}
+	}
+	if j > cap {
+		j = cap
+	}
+	r.noise = 0.9*r.noise + 0.1*float64(j)
 }
 
 // measure takes the shaper counters: achieved rate over the last window,
@@ -506,7 +533,7 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	best, found, bestKind := time.Duration(0), false, Kind(0)
 	for k := Kind(0); k < numKinds; k++ {
 		m, cnt := c.kindMedian(n, k)
-		if cnt < c.cfg.MinPerKind {
+		if cnt < c.cfg.MinPerKind && !(cnt == 1 && c.quietLone(n, k, target)) {
 			continue
 		}
 		if !found || m > best {
@@ -583,6 +610,20 @@ func medianF(v []float64) float64 {
 		v[j+1] = x
 	}
 	return v[(len(v)-1)/2]
+}
+
+// quietLone: the one fresh reflector of kind k has had a low jitter (under a
+// third of the target) for a while, so it may speak for its kind alone: one
+// UDP reflector beside ICMP ones the ISP deprioritises still shows the
+// queue, and a lone liar (noisy) does not.
+func (c *Controller) quietLone(n int, k Kind, target time.Duration) bool {
+	for j := 0; j < n; j++ {
+		if c.kinds[j] == k {
+			r := &c.refl[c.slots[j]]
+			return r.nsamp >= 3 && r.noise < float64(target)/3
+		}
+	}
+	return false
 }
 
 func (c *Controller) kindMedian(n int, k Kind) (time.Duration, int) {

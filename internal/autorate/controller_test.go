@@ -267,6 +267,18 @@ func TestICMPDeprioritised(t *testing.T) {
 			refl := append(icmpReflectors(3, true), udpReflectors(2)...)
 			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
 		})
+		t.Run("one-udp+icmp/"+d.String(), func(t *testing.T) {
+			// a single UDP reflector, quiet, speaks for its kind
+			refl := append(icmpReflectors(3, true), udpReflectors(1)...)
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
+		t.Run("lone-udp-liar+icmp/"+d.String(), func(t *testing.T) {
+			// a single UDP reflector that lies (random) does not: the
+			// honest ICMP round trips decide
+			refl := append(icmpReflectors(3, false), udpReflectors(1)...)
+			refl[3].lieRand = 60 * ms
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
 		t.Run("icmp-only-rtt/"+d.String(), func(t *testing.T) {
 			// round trips through the queue (not deprioritised) work too
 			stepDownChecks(t, link(d, down20, icmpReflectors(3, false), 100*ms), d)
