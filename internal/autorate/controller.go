@@ -687,10 +687,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// loaded, delay rising" says the bottleneck moved below our rate
 		// (the shaper's counters show it at once, the probes only a
 		// queue's delay later). Acting early keeps the queue small.
-		reason = ReasonDraining
 		if s.achieved < cfg.IdleBelow {
 			break // not our traffic: cutting an idle direction helps nobody
 		}
+		reason = ReasonDraining
 		// Estimate the capacity. A shaper sending below its rate while the
 		// delay rises means the bottleneck is below it, and what gets
 		// through is the capacity; a full shaper feeding a growing queue
@@ -726,8 +726,11 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			short := r > 1.05*s.planned
 			lower := known && capEst < 0.97*float64(s.failed)
 			// overdue: the drain at the pace probes sent since show would
-			// take more than four drain times
-			overdue := now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
+			// take more than four drain times, and our rate is what feeds
+			// the queue (the shaper full): cutting a rate the traffic
+			// does not use, for a queue someone else fills, helps nobody
+			full := s.queueing || float64(s.achieved) >= 0.95*r
+			overdue := full && now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
 				(s.postSlope >= 0 || s.q.Seconds()/-s.postSlope > 4*cfg.DrainTime.Seconds())
 			if !short && !lower && !overdue {
 				break
