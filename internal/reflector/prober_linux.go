@@ -70,9 +70,9 @@ type tstate struct {
 	// ICMP timestamps: replies seen, probes lost before the first reply,
 	// why the stamps are unusable ("" if not known to be), whether a stamp
 	// off a whole second was seen, and whole-second replies before that.
-	tsReplies, tsLost, tsCoarse, tsMirror int
-	tsBad                                 string
-	tsFine                                bool
+	tsReplies, tsLost, tsCoarse, tsMirror, tsGood int
+	tsBad                                         string
+	tsFine                                        bool
 	// irtt: the open session, when to send the next open request, the
 	// wait after that, and probes lost in a row.
 	sess    *irtt.Session
@@ -117,23 +117,15 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}}
-	for i := range p.socks {
-		p.socks[i].fd = -1
+	p, err := newProber(c)
+	if err != nil {
+		return nil, err
 	}
 	var need [nSocks]bool
 	ts4 := false
-	for i, t := range c.Targets {
-		s := sockFor(t)
-		need[s] = true
+	for _, t := range c.Targets {
+		need[sockFor(t)] = true
 		ts4 = ts4 || t.Kind == ICMPTimestamp
-		if t.Kind.UDP() {
-			ap := netip.AddrPortFrom(t.Addr, t.port())
-			if _, dup := p.byUDP[ap]; dup {
-				return nil, fmt.Errorf("reflector: %v is listed twice", t)
-			}
-			p.byUDP[ap] = i
-		}
 	}
 	open := func() error {
 		for s := range need {
@@ -167,6 +159,27 @@ func New(cfg Config) (*Prober, error) {
 		}
 	}
 	p.pfds = append(p.pfds, unix.PollFd{Fd: int32(p.wake), Events: unix.POLLIN})
+	for i, t := range c.Targets {
+		p.setTarget(i, t)
+	}
+	return p, nil
+}
+
+// newProber makes a prober for c without sockets: New opens them.
+func newProber(c Config) (*Prober, error) {
+	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}}
+	for i := range p.socks {
+		p.socks[i].fd = -1
+	}
+	for i, t := range c.Targets {
+		if t.Kind.UDP() {
+			ap := netip.AddrPortFrom(t.Addr, t.port())
+			if _, dup := p.byUDP[ap]; dup {
+				return nil, fmt.Errorf("reflector: %v is listed twice", t)
+			}
+			p.byUDP[ap] = i
+		}
+	}
 	// The ring holds every probe that can be in flight, twice over.
 	inflight := len(c.Targets) * (int(c.Timeout/c.Interval) + 2)
 	size := 16
@@ -176,9 +189,6 @@ func New(cfg Config) (*Prober, error) {
 	p.ring = make([]pending, size)
 	p.mask = uint32(size - 1)
 	p.targets = make([]tstate, len(c.Targets))
-	for i, t := range c.Targets {
-		p.setTarget(i, t)
-	}
 	return p, nil
 }
 
@@ -596,8 +606,13 @@ func (p *Prober) icmp4(b []byte, from netip.Addr, at, now time.Time, emit func(*
 		ts.tsBad = why
 		p.cfg.Logf("reflector: %v: %s: round trip only", ts.t, why)
 	}
+	if why == "" {
+		ts.tsGood++
+	}
 	var up, down, turn time.Duration
-	oneWay := ts.tsBad == "" && ts.tsFine
+	// One-way delays only after tsRepeats good replies: the faults seen
+	// only across replies are caught before a controller gets any.
+	oneWay := ts.tsBad == "" && ts.tsFine && ts.tsGood >= tsRepeats
 	if oneWay {
 		up, down = timestampDelays(sl.sent, at, r.receive, r.transmit)
 		turn = wrapDay(time.Duration(int64(r.transmit)-int64(r.receive)) * time.Millisecond)
