@@ -54,7 +54,9 @@ func TestProberStampFaults(t *testing.T) {
 		why    string
 	}{
 		{"good", func(s time.Duration) (uint32, uint32) { return ms(s + 4*time.Millisecond), ms(s + 4*time.Millisecond) }, true, ""},
-		{"offset clock", func(s time.Duration) (uint32, uint32) { return ms(s + 3*time.Hour), ms(s + 3*time.Hour + time.Millisecond) }, true, ""},
+		{"offset clock", func(s time.Duration) (uint32, uint32) {
+			return ms(s + 3*time.Hour), ms(s + 3*time.Hour + time.Millisecond)
+		}, true, ""},
 		{"whole seconds", func(s time.Duration) (uint32, uint32) { v := ms(s) / 1000 * 1000; return v, v }, false, tsCoarse},
 		{"copies originate", func(s time.Duration) (uint32, uint32) { return ms(s), ms(s) }, false, tsMirror},
 		{"high bit", func(s time.Duration) (uint32, uint32) { return 1<<31 | 77, 1<<31 | 77 }, false, tsHighBit},

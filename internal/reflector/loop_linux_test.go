@@ -2,11 +2,14 @@ package reflector
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,7 +136,7 @@ func TestNoICMPSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := New(Config{Targets: Targets([]netip.Addr{netip.MustParseAddr("127.0.0.1")}), Enter: ns.Do, sockets: "dgram"})
-	if err == nil || !contains(err.Error(), "ping_group_range") {
+	if err == nil || !strings.Contains(err.Error(), "ping_group_range") {
 		t.Fatalf("New = %v, want an error naming ping_group_range", err)
 	}
 }
@@ -192,15 +195,143 @@ func freeUDPPort(t *testing.T) int {
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
-func contains(s, sub string) bool {
-	return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0)
+// TestStopsAnswering: a reflector that stops answering (the namespace's
+// kernel told to ignore echo requests) gives losses, one per probe, each
+// after the timeout, and replies again once it answers again; a closed
+// UDP port gives only losses. The namespace is the test's own.
+func TestStopsAnswering(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refl")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	targets := []Target{
+		{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPEcho},
+		{Addr: netip.MustParseAddr("127.0.0.1"), Port: 9, Kind: UDPSQM}, // discard: nobody listens
+	}
+	const timeout = 100 * time.Millisecond
+	p, err := New(Config{Targets: targets, Interval: 20 * time.Millisecond, Timeout: timeout, Enter: ns.Do, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Phases of target 0: answered until 5 replies, then silent until 5
+	// losses, then answered again until 5 replies.
+	var phase, count, udp int
+	var seen []string
+	var lastLost time.Time
+	err = p.Run(ctx, func(s *Sample) {
+		if s.Target == 1 {
+			if !s.Lost {
+				t.Errorf("a reply from a closed port: %+v", s)
+			}
+			udp++
+			return
+		}
+		if s.Lost {
+			if d := time.Since(s.Sent); d < timeout {
+				t.Errorf("probe %d reported lost after %v, before the timeout", s.Seq, d)
+			}
+			lastLost = time.Now()
+		}
+		want := phase != 1
+		if !s.Lost != want {
+			// The probes in flight when the sysctl flips may go either way.
+			seen = append(seen, fmt.Sprintf("phase %d: lost=%v", phase, s.Lost))
+			return
+		}
+		if count++; count < 5 {
+			return
+		}
+		count = 0
+		switch phase {
+		case 0:
+			if err := ns.SetSysctl("net.ipv4.icmp_echo_ignore_all", "1"); err != nil {
+				t.Error(err)
+			}
+		case 1:
+			if err := ns.SetSysctl("net.ipv4.icmp_echo_ignore_all", "0"); err != nil {
+				t.Error(err)
+			}
+		case 2:
+			cancel()
+		}
+		phase++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != 3 {
+		t.Fatalf("reached phase %d of 3 in 10 s (samples off phase: %v)", phase, seen)
+	}
+	// At most the probes in flight at each flip (timeout / interval + 1)
+	// go the other way.
+	if len(seen) > 2*(int(timeout/(20*time.Millisecond))+1) {
+		t.Errorf("%d samples contradict their phase: %v", len(seen), seen)
+	}
+	if udp < 5 || lastLost.IsZero() {
+		t.Errorf("%d losses from the closed port, last ICMP loss %v", udp, lastLost)
+	}
 }
 
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
+// TestIRTTReopen: an irtt server restarted forgets the session, so it
+// ignores the probes; after irttMisses lost in a row the prober opens a
+// new one and replies come again.
+func TestIRTTReopen(t *testing.T) {
+	if _, err := exec.LookPath("irtt"); err != nil {
+		t.Skip("irtt not installed (scripts/setup.sh installs it)")
+	}
+	port := freeUDPPort(t)
+	var srv *exec.Cmd
+	start := func() {
+		srv = exec.Command("irtt", "server", "-b", "127.0.0.1:"+strconv.Itoa(port))
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return -1
+	start()
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	var opens atomic.Int32
+	logf := func(f string, args ...any) {
+		t.Logf(f, args...)
+		if strings.Contains(fmt.Sprintf(f, args...), "session open") {
+			opens.Add(1)
+		}
+	}
+	p, err := New(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Port: uint16(port), Kind: UDPIRTT}},
+		Interval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond, Logf: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var replies, lost, after int
+	restarted := false
+	p.Run(ctx, func(s *Sample) {
+		switch {
+		case s.Lost:
+			lost++
+		case restarted:
+			if after++; after == 10 {
+				cancel()
+			}
+		default:
+			if replies++; replies == 10 {
+				srv.Process.Kill()
+				srv.Wait()
+				start()
+				restarted = true
+			}
+		}
+	})
+	if after < 10 || opens.Load() < 2 {
+		t.Fatalf("%d replies before the restart, %d after, %d lost, %d sessions opened", replies, after, lost, opens.Load())
+	}
+	// Lost: the misses that trigger the reopen, plus those in flight.
+	if max := irttMisses + int(100*time.Millisecond/(20*time.Millisecond)) + 1; lost < irttMisses || lost > max {
+		t.Errorf("%d probes lost across the restart, want %d..%d", lost, irttMisses, max)
+	}
 }

@@ -76,6 +76,7 @@ type tstate struct {
 	// irtt: the open session, when to send the next open request, the
 	// wait after that, and probes lost in a row.
 	sess    *irtt.Session
+	opened  time.Time // when sess opened
 	openAt  time.Time
 	backoff time.Duration
 	misses  int
@@ -522,7 +523,9 @@ func (p *Prober) expire(now time.Time, emit func(*Sample)) {
 				ts.kind = ICMPEcho
 				p.cfg.Logf("reflector: %v: no reply to %d timestamp requests: probing with echo, round trip only", ts.t, tsTries)
 			}
-		case sl.kind == UDPIRTT && ts.sess != nil:
+		case sl.kind == UDPIRTT && ts.sess != nil && !sl.sent.Before(ts.opened):
+			// Only probes of this session count: those of the last one,
+			// still expiring, would end the new one too.
 			if ts.misses++; ts.misses >= irttMisses {
 				ts.sess, ts.openAt, ts.backoff = nil, now, irttMinBackoff
 				p.cfg.Logf("reflector: %v: %d probes lost in a row: reopening the session", ts.t, irttMisses)
@@ -647,7 +650,7 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 				return
 			}
 			if ts.sess == nil {
-				ts.sess, ts.misses, ts.backoff = s, 0, irttMinBackoff
+				ts.sess, ts.misses, ts.backoff, ts.opened = s, 0, irttMinBackoff, now
 				wall, _ := s.HasStamps()
 				p.cfg.Logf("reflector: %v: session open (interval %v, duration %v, wall stamps %v)", ts.t, s.Params.Interval, s.Params.Duration, wall)
 			}
