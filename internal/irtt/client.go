@@ -48,6 +48,9 @@ var openTimeouts = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second
 // authenticate), port unreachable, a reply that fails the HMAC, or a server
 // that refuses the protocol version.
 func Open(ctx context.Context, conn Conn, want Params, key []byte) (*Session, error) {
+	if len(key) > 0 && !HMAC {
+		return nil, ErrHMACOmitted
+	}
 	req := AppendOpen(nil, want, key)
 	defer conn.SetReadDeadline(time.Time{})
 	buf := make([]byte, 1500)
@@ -113,6 +116,9 @@ func AppendOpen(b []byte, want Params, key []byte) []byte {
 // ParseOpenReply checks an open reply and makes the session it grants. A
 // session made so has no socket: end it by sending AppendClose's packet.
 func ParseOpenReply(b []byte, key []byte) (*Session, error) {
+	if len(key) > 0 && !HMAC {
+		return nil, ErrHMACOmitted
+	}
 	p, err := Parse(b, Layout{Token: true}, key)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sqm/internal/irtt"
 )
 
 // Kind is how a reflector is probed.
@@ -158,6 +160,10 @@ func (t Target) check() error {
 		return fmt.Errorf("reflector %v: unknown kind", t)
 	case t.Kind == ICMPTimestamp && !t.Addr.Is4():
 		return fmt.Errorf("reflector %v: ICMP timestamps exist in IPv4 only; use icmp-echo", t)
+	case len(t.Key) > 0 && t.Kind != UDPIRTT:
+		return fmt.Errorf("reflector %v: only irtt targets take a key", t)
+	case len(t.Key) > 0 && !irtt.HMAC:
+		return fmt.Errorf("reflector %v: %w", t, irtt.ErrHMACOmitted)
 	}
 	return nil
 }
