@@ -9,9 +9,9 @@ import (
 
 // HMAC says whether this build signs and checks packets. The router
 // package (-tags sqm_notest) does not: crypto/md5 and crypto/hmac bring
-// Go's FIPS module along, about 230 KB of text and 32 MB of reserved
-// memory for a router that links no other crypto; its autorate probes
-// unkeyed irtt servers only.
+// Go's FIPS module along, which that build links nowhere else (measured
+// on mipsle, 2026-12-02: about 150 KB of text and 33 MB of bss); its
+// autorate probes unkeyed irtt servers only.
 const HMAC = true
 
 // sign writes the HMAC-MD5 with key of b (whose HMAC field is zero) to mac.
