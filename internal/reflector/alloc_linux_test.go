@@ -23,7 +23,8 @@ func TestNoAllocs(t *testing.T) {
 		Target{Addr: a, Kind: ICMPTimestamp},
 		Target{Addr: a, Kind: UDPSQM},
 		Target{Addr: a, Kind: UDPIRTT},
-		Target{Addr: a, Kind: ICMPEcho})
+		Target{Addr: a, Kind: ICMPEcho},
+		Target{Addr: a, Kind: UDPDNS})
 	sess, err := irtt.ParseOpenReply(irttOpenReply(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,7 @@ func TestNoAllocs(t *testing.T) {
 	buf := make([]byte, 256)
 	sqm := netip.AddrPortFrom(a, SQMPort)
 	irttFrom := netip.AddrPortFrom(a, IRTTPort)
+	dnsFrom := netip.AddrPortFrom(a, DNSPort)
 	for _, tt := range []struct {
 		name  string
 		reply func(sl *pending, now time.Time)
@@ -57,13 +59,18 @@ func TestNoAllocs(t *testing.T) {
 			pk := irtt.Packet{Flags: irtt.FlagReply, Token: sess.Token, Seqno: sl.seq, Receive: irtt.Time{Wall: now.UnixNano()}, Send: irtt.Time{Wall: now.UnixNano()}}
 			p.udp(pk.Append(buf[:0], irtt.Layout{Token: true, Seqno: true, At: irtt.AtBoth, Clock: irtt.Wall}, nil, 0), irttFrom, now, now, emit)
 		}},
+		{"udp-dns", func(sl *pending, now time.Time) {
+			b := appendDNSQuery(buf[:0], uint16(sl.seq))
+			b[2] |= 0x80
+			p.udp(b, dnsFrom, now, now, emit)
+		}},
 		{"icmp-echo", func(sl *pending, now time.Time) {
 			b := appendEcho(buf[:0], icmp4Echo, p.icmpID, sl.seq)
 			b[0] = icmp4EchoReply
 			p.icmp4(b, a, now, now, emit)
 		}},
 	} {
-		i := map[string]int{"icmp-timestamp": 0, "udp-sqm": 1, "udp-irtt": 2, "icmp-echo": 3}[tt.name]
+		i := map[string]int{"icmp-timestamp": 0, "udp-sqm": 1, "udp-irtt": 2, "icmp-echo": 3, "udp-dns": 4}[tt.name]
 		n = 0
 		allocs := testing.AllocsPerRun(100, func() {
 			p.send(i)

@@ -117,6 +117,29 @@ func TestEchoCodec(t *testing.T) {
 	}
 }
 
+func TestDNSCodec(t *testing.T) {
+	q := appendDNSQuery(nil, 0xbeef)
+	if len(q) != dnsQueryLen {
+		t.Fatalf("query of %d bytes", len(q))
+	}
+	if _, ok := parseDNSReply(q); ok {
+		t.Error("a query taken for a reply")
+	}
+	r := append(append([]byte(nil), q...), 1, 2, 3) // an authority section
+	r[2] |= 0x80
+	if id, ok := parseDNSReply(r); !ok || id != 0xbeef {
+		t.Errorf("parseDNSReply = %#x, %v", id, ok)
+	}
+	other := append([]byte(nil), r...)
+	other[14] = 28 // AAAA: not our question
+	if _, ok := parseDNSReply(other); ok {
+		t.Error("a reply to another question accepted")
+	}
+	if _, ok := parseDNSReply(r[:dnsQueryLen-1]); ok {
+		t.Error("a short reply accepted")
+	}
+}
+
 func TestTimestampCodec(t *testing.T) {
 	b := appendTimestamp(nil, 7, 9, 123456)
 	if len(b) != icmpTimestampLn || b[0] != icmp4Timestamp || checksum(b) != 0 {
@@ -173,6 +196,7 @@ func TestParseTarget(t *testing.T) {
 		{"icmp-echo://9.9.9.9", Target{Addr: netip.MustParseAddr("9.9.9.9"), Kind: ICMPEcho}, ""},
 		{"icmp-timestamp://9.9.9.9", Target{Addr: netip.MustParseAddr("9.9.9.9"), Kind: ICMPTimestamp}, ""},
 		{"sqm://192.168.1.2", Target{Addr: netip.MustParseAddr("192.168.1.2"), Kind: UDPSQM}, ""},
+		{"dns://[2620:fe::fe]:5353", Target{Addr: netip.MustParseAddr("2620:fe::fe"), Port: 5353, Kind: UDPDNS}, ""},
 		{"irtt://[2001:db8::1]:2113", Target{Addr: netip.MustParseAddr("2001:db8::1"), Port: 2113, Kind: UDPIRTT}, ""},
 		{"icmp-timestamp://2001:db8::1", Target{}, "IPv4 only"},
 		{"example.com", Target{}, "names are not resolved"},
@@ -201,7 +225,7 @@ func TestParseTarget(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	ts := Targets(DefaultReflectors)
+	ts := Targets(DefaultReflectors, ProbeICMP)
 	c := Config{Targets: ts}
 	got, err := c.withDefaults()
 	if err != nil {
@@ -218,6 +242,21 @@ func TestDefaults(t *testing.T) {
 	}
 	if v4 == 0 || v4 == len(ts) {
 		t.Errorf("%d of %d default targets IPv4: want both families", v4, len(ts))
+	}
+	kinds := map[Kind]int{}
+	for _, tg := range Targets(DefaultReflectors, ProbeBoth) {
+		kinds[tg.Kind]++
+	}
+	if n := len(DefaultReflectors); kinds[UDPDNS] != n || kinds[ICMPEcho]+kinds[ICMPTimestamp] != n {
+		t.Errorf("both probes of %d reflectors: %v", n, kinds)
+	}
+	for _, tt := range []struct {
+		s    string
+		want Probe
+	}{{"icmp", ProbeICMP}, {"udp", ProbeUDP}, {"both", ProbeBoth}, {"tcp", 0}} {
+		if got, err := ParseProbe(tt.s); got != tt.want || (err == nil) != (tt.want != 0) {
+			t.Errorf("ParseProbe(%q) = %v, %v", tt.s, got, err)
+		}
 	}
 	for _, bad := range []Config{
 		{},

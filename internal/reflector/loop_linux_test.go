@@ -135,7 +135,7 @@ func TestNoICMPSocket(t *testing.T) {
 	if err := ns.SetSysctl("net.ipv4.ping_group_range", "1 0"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(Config{Targets: Targets([]netip.Addr{netip.MustParseAddr("127.0.0.1")}), Enter: ns.Do, sockets: "dgram"})
+	_, err := New(Config{Targets: Targets([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, ProbeICMP), Enter: ns.Do, sockets: "dgram"})
 	if err == nil || !strings.Contains(err.Error(), "ping_group_range") {
 		t.Fatalf("New = %v, want an error naming ping_group_range", err)
 	}
@@ -161,6 +161,8 @@ func TestLoopbackUDP(t *testing.T) {
 		ap := netip.MustParseAddrPort(ln.Addr().String())
 		targets = append(targets, Target{Addr: ap.Addr(), Port: ap.Port(), Kind: UDPSQM})
 	}
+	dns := fakeResolver(t)
+	targets = append(targets, Target{Addr: dns.Addr(), Port: dns.Port(), Kind: UDPDNS})
 	irttPort := 0
 	if _, err := exec.LookPath("irtt"); err == nil {
 		irttPort = freeUDPPort(t)
@@ -181,9 +183,36 @@ func TestLoopbackUDP(t *testing.T) {
 	got := collect(t, p, len(targets), 10)
 	checkReplies(t, "sqm4", got[0], UDPSQM, true, 0)
 	checkReplies(t, "sqm6", got[1], UDPSQM, true, 0)
+	checkReplies(t, "dns", got[2], UDPDNS, false, 0)
 	if irttPort != 0 {
-		checkReplies(t, "irtt", got[2], UDPIRTT, true, 0)
+		checkReplies(t, "irtt", got[3], UDPIRTT, true, 0)
 	}
+}
+
+// fakeResolver answers DNS queries on loopback as a resolver answers
+// ". IN A" from its cache: the question back with an empty answer.
+func fakeResolver(t *testing.T) netip.AddrPort {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		b := make([]byte, 512)
+		for {
+			n, from, err := c.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			if n < 12 {
+				continue
+			}
+			b[2] |= 0x80 // a reply
+			b[3] |= 0x80 // recursion available
+			c.WriteTo(b[:n], from)
+		}
+	}()
+	return netip.MustParseAddrPort(c.LocalAddr().String())
 }
 
 func freeUDPPort(t *testing.T) int {

@@ -496,6 +496,8 @@ func (p *Prober) send(i int) {
 		b = pk.Marshal(p.out[:])
 	case UDPIRTT:
 		b = ts.sess.AppendRequest(p.out[:0], seq)
+	case UDPDNS:
+		b = appendDNSQuery(p.out[:0], uint16(seq))
 	}
 	// A failed send (no route while the WAN is down) is a probe that
 	// will not be answered: it is reported lost after the timeout.
@@ -642,6 +644,14 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 		up := time.Duration(pk.ServerRecv - pk.ClientSend)
 		down := at.Sub(time.Unix(0, pk.ServerSend))
 		p.emitReply(i, sl, at, now, time.Duration(pk.ServerSend-pk.ServerRecv), true, up, down, emit)
+	case UDPDNS:
+		id, ok := parseDNSReply(b)
+		if !ok {
+			return
+		}
+		if sl, _ := p.match(p.widen(id), UDPDNS, from.Addr()); sl != nil {
+			p.emitReply(i, sl, at, now, 0, false, 0, 0, emit)
+		}
 	case UDPIRTT:
 		if len(b) >= 4 && b[3]&irtt.FlagOpen != 0 {
 			s, err := irtt.ParseOpenReply(b, ts.t.Key)
@@ -689,8 +699,8 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 	}
 }
 
-// widen turns the 16-bit sequence of an ICMP timestamp reply into the
-// latest full sequence number with those low bits.
+// widen turns the 16-bit sequence of an ICMP timestamp reply (or a DNS
+// reply's id) into the latest full sequence number with those low bits.
 func (p *Prober) widen(s uint16) uint32 {
 	full := p.next&^0xffff | uint32(s)
 	if full-p.next < 0x80000000 { // full >= next: from the last round

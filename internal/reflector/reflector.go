@@ -52,9 +52,12 @@ const (
 	// UDPIRTT is an irtt server (UDP, port 2112): a session is opened and
 	// reopened as the server ends it; one-way delays from its wall clock.
 	UDPIRTT
+	// UDPDNS is a DNS query to a resolver (UDP, port 53): round trip
+	// only, the UDP probe of reflectors that run no irtt or sqm server.
+	UDPDNS
 )
 
-var kindNames = [...]string{ICMPEcho: "icmp-echo", ICMPTimestamp: "icmp-timestamp", UDPSQM: "udp-sqm", UDPIRTT: "udp-irtt"}
+var kindNames = [...]string{ICMPEcho: "icmp-echo", ICMPTimestamp: "icmp-timestamp", UDPSQM: "udp-sqm", UDPIRTT: "udp-irtt", UDPDNS: "udp-dns"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -64,12 +67,13 @@ func (k Kind) String() string {
 }
 
 // UDP reports whether k probes over UDP.
-func (k Kind) UDP() bool { return k == UDPSQM || k == UDPIRTT }
+func (k Kind) UDP() bool { return k == UDPSQM || k == UDPIRTT || k == UDPDNS }
 
 // Default ports of the UDP kinds.
 const (
 	SQMPort  = 12866 // bloat.DefaultPort (package bloat links net)
 	IRTTPort = 2112  // irtt.DefaultPort
+	DNSPort  = 53
 )
 
 // Target is one reflector and how to probe it.
@@ -99,13 +103,15 @@ func (t Target) port() uint16 {
 		return SQMPort
 	case t.Kind == UDPIRTT:
 		return IRTTPort
+	case t.Kind == UDPDNS:
+		return DNSPort
 	}
 	return 0
 }
 
 // ParseTarget reads a target as a config gives it: an IP address (ICMP:
 // timestamps for IPv4, echo for IPv6), or KIND://ADDR[:PORT] with KIND one
-// of icmp (the same), icmp-echo, icmp-timestamp, sqm, irtt; an IPv6
+// of icmp (the same), icmp-echo, icmp-timestamp, sqm, irtt, dns; an IPv6
 // address with a port in brackets. Names are refused: the router build
 // has no resolver.
 func ParseTarget(s string) (Target, error) {
@@ -127,11 +133,8 @@ func ParseTarget(s string) (Target, error) {
 		default:
 			t.Kind = ICMPTimestamp
 		}
-	case "sqm", "irtt":
-		t.Kind = UDPSQM
-		if kind == "irtt" {
-			t.Kind = UDPIRTT
-		}
+	case "sqm", "irtt", "dns":
+		t.Kind = map[string]Kind{"sqm": UDPSQM, "irtt": UDPIRTT, "dns": UDPDNS}[kind]
 		if ap, err := netip.ParseAddrPort(rest); err == nil {
 			if ap.Port() == 0 {
 				return t, fmt.Errorf("reflector %q: port 0", s)
@@ -143,7 +146,7 @@ func ParseTarget(s string) (Target, error) {
 			return t, fmt.Errorf("reflector %q: %q is neither ADDR nor ADDR:PORT ([ADDR]:PORT for IPv6); names are not resolved", s, rest)
 		}
 	default:
-		return t, fmt.Errorf("reflector %q: unknown kind %q (want icmp, icmp-echo, icmp-timestamp, sqm or irtt)", s, kind)
+		return t, fmt.Errorf("reflector %q: unknown kind %q (want icmp, icmp-echo, icmp-timestamp, sqm, irtt or dns)", s, kind)
 	}
 	return t, t.check()
 }
@@ -156,7 +159,7 @@ func (t Target) check() error {
 		return fmt.Errorf("reflector %v: %s cannot answer probes", t, t.Addr)
 	case t.Addr.Zone() != "":
 		return fmt.Errorf("reflector %v: zoned addresses are not supported", t)
-	case t.Kind < ICMPEcho || t.Kind > UDPIRTT:
+	case t.Kind < ICMPEcho || t.Kind > UDPDNS:
 		return fmt.Errorf("reflector %v: unknown kind", t)
 	case t.Kind == ICMPTimestamp && !t.Addr.Is4():
 		return fmt.Errorf("reflector %v: ICMP timestamps exist in IPv4 only; use icmp-echo", t)
@@ -169,10 +172,10 @@ func (t Target) check() error {
 }
 
 // DefaultReflectors are probed when the config names none: the anycast
-// addresses of four public resolvers, which answer ICMP echo from almost
-// everywhere within a few milliseconds (anycast puts a node near every
-// ISP), are built to take heavy traffic, and are the addresses
-// cake-autorate's users rely on too. Several operators, so one
+// addresses of four public resolvers, which answer ICMP echo and DNS
+// from almost everywhere within a few milliseconds (anycast puts a node
+// near every ISP), are built to take heavy traffic, and are the
+// addresses cake-autorate's users rely on too. Several operators, so one
 // operator's trouble is outvoted. Whether they answer ICMP timestamp
 // requests or stamp sensibly varies; the prober finds out per reflector
 // (see CheckTimestamps) and falls back to the round trip.
@@ -193,16 +196,46 @@ var DefaultReflectors = []netip.Addr{
 	netip.MustParseAddr("2620:fe::9"),
 }
 
-// Targets makes ICMP targets of addrs: timestamps for IPv4 (falling
-// back to echo per reflector), echo for IPv6.
-func Targets(addrs []netip.Addr) []Target {
-	ts := make([]Target, 0, len(addrs))
+// Probe is how addresses that come without a kind are probed (the
+// built-in list, a bare address in a config): ICMP, UDP or both.
+type Probe uint8
+
+const (
+	ProbeICMP Probe = 1 << iota
+	ProbeUDP
+	ProbeBoth = ProbeICMP | ProbeUDP
+)
+
+// ParseProbe reads "icmp", "udp" or "both".
+func ParseProbe(s string) (Probe, error) {
+	switch s {
+	case "icmp":
+		return ProbeICMP, nil
+	case "udp":
+		return ProbeUDP, nil
+	case "both":
+		return ProbeBoth, nil
+	}
+	return 0, fmt.Errorf("reflector: probe %q: want icmp, udp or both", s)
+}
+
+// Targets makes targets of addrs: for ICMP, timestamps for IPv4
+// (falling back to echo per reflector) and echo for IPv6; for UDP, a DNS
+// query (the addresses are resolvers, as the built-in ones are).
+func Targets(addrs []netip.Addr, p Probe) []Target {
+	ts := make([]Target, 0, 2*len(addrs))
 	for _, a := range addrs {
-		k := ICMPTimestamp
-		if !a.Unmap().Is4() {
-			k = ICMPEcho
+		a = a.Unmap()
+		if p&ProbeICMP != 0 {
+			k := ICMPTimestamp
+			if !a.Is4() {
+				k = ICMPEcho
+			}
+			ts = append(ts, Target{Addr: a, Kind: k})
 		}
-		ts = append(ts, Target{Addr: a.Unmap(), Kind: k})
+		if p&ProbeUDP != 0 {
+			ts = append(ts, Target{Addr: a, Kind: UDPDNS})
+		}
 	}
 	return ts
 }
