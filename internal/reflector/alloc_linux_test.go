@@ -52,7 +52,7 @@ func TestNoAllocs(t *testing.T) {
 			p.icmp4(b, a, now, now, emit)
 		}},
 		{"udp-sqm", func(sl *pending, now time.Time) {
-			pk := probewire.Packet{Kind: probewire.EchoReply, Seq: uint64(sl.seq), ClientSend: sl.sent.UnixNano(), ServerRecv: now.UnixNano(), ServerSend: now.UnixNano()}
+			pk := probewire.Packet{Kind: probewire.EchoReply, Seq: uint64(sl.seq), ClientSend: p.wall(sl.sent), ServerRecv: now.UnixNano(), ServerSend: now.UnixNano()}
 			p.udp(pk.Marshal(buf), sqm, now, now, emit)
 		}},
 		{"udp-irtt", func(sl *pending, now time.Time) {

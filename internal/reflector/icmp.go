@@ -109,9 +109,14 @@ const (
 	dayMs = uint32(day / time.Millisecond) // 86,400,000
 )
 
-// sinceMidnight is t's time since midnight UTC, as ICMP timestamps count.
-func sinceMidnight(t time.Time) time.Duration {
-	return time.Duration(t.UnixNano() % int64(day))
+// sinceMidnight is the time since midnight UTC of ns (Unix
+// nanoseconds), as ICMP timestamps count.
+func sinceMidnight(ns int64) time.Duration {
+	d := time.Duration(ns % int64(day))
+	if d < 0 {
+		d += day
+	}
+	return d
 }
 
 // wrapDay brings d, a difference of two times of day, into [-12h, 12h):
@@ -181,13 +186,15 @@ func swap(v uint32) uint32 {
 // stamp to our receive time, both wrapped at midnight. Our side's times
 // are taken to the nanosecond, the reflector's are truncated to the
 // millisecond, so up reads up to 1 ms short and down up to 1 ms long.
-func timestampDelays(sent, recv time.Time, receive, transmit uint32) (up, down time.Duration) {
+//
+// sent and recv are Unix nanoseconds of our clock.
+func timestampDelays(sent, recv int64, receive, transmit uint32) (up, down time.Duration) {
 	up = wrapDay(time.Duration(receive)*time.Millisecond - sinceMidnight(sent))
 	down = wrapDay(sinceMidnight(recv) - time.Duration(transmit)*time.Millisecond)
 	return up, down
 }
 
-// msSinceMidnight is the originate stamp for a probe sent at t.
-func msSinceMidnight(t time.Time) uint32 {
-	return uint32(sinceMidnight(t) / time.Millisecond)
+// msSinceMidnight is the originate stamp for a probe sent at ns.
+func msSinceMidnight(ns int64) uint32 {
+	return uint32(sinceMidnight(ns) / time.Millisecond)
 }

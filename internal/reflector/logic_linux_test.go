@@ -71,8 +71,8 @@ func TestProberStampFaults(t *testing.T) {
 				p.send(0)
 				sl := &p.ring[(p.next-1)&p.mask]
 				sl.sent = base.Add(time.Duration(k) * 100100 * time.Microsecond)
-				sl.orig = msSinceMidnight(sl.sent)
-				r, x := tt.stamps(sinceMidnight(sl.sent))
+				sl.orig = msSinceMidnight(p.wall(sl.sent))
+				r, x := tt.stamps(sinceMidnight(p.wall(sl.sent)))
 				var got []Sample
 				at := sl.sent.Add(rtt)
 				p.icmp4(tsReplyFor(p, sl, r, x), a, at, at, func(s *Sample) { got = append(got, *s) })

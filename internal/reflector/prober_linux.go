@@ -40,6 +40,10 @@ type Prober struct {
 	targets []tstate
 	byUDP   map[netip.AddrPort]int
 	icmpID  uint16
+	// anchor is when the prober was made; wall times sent in probes and
+	// used for one-way delays count from its wall reading by the
+	// monotonic clock (see wall).
+	anchor time.Time
 
 	// ring holds the probes in flight by seq&mask; tail is the oldest
 	// seq not yet answered or lost, next the seq of the next probe.
@@ -168,7 +172,7 @@ func New(cfg Config) (*Prober, error) {
 
 // newProber makes a prober for c without sockets: New opens them.
 func newProber(c Config) (*Prober, error) {
-	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}}
+	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}, anchor: time.Now()}
 	for i := range p.socks {
 		p.socks[i].fd = -1
 	}
@@ -489,10 +493,10 @@ func (p *Prober) send(i int) {
 		}
 		b = appendEcho(p.out[:0], typ, p.icmpID, seq)
 	case ICMPTimestamp:
-		orig = msSinceMidnight(now)
+		orig = msSinceMidnight(p.wall(now))
 		b = appendTimestamp(p.out[:0], p.icmpID, uint16(seq), orig)
 	case UDPSQM:
-		pk := probewire.Packet{Kind: probewire.EchoRequest, Seq: uint64(seq), ClientSend: now.UnixNano()}
+		pk := probewire.Packet{Kind: probewire.EchoRequest, Seq: uint64(seq), ClientSend: p.wall(now)}
 		b = pk.Marshal(p.out[:])
 	case UDPIRTT:
 		b = ts.sess.AppendRequest(p.out[:0], seq)
@@ -547,9 +551,9 @@ func (p *Prober) drain(s int, emit func(*Sample)) {
 			return
 		}
 		now := time.Now()
-		if at.IsZero() {
-			at = now
-		}
+		// The kernel's stamp is of the wall clock: only its distance to
+		// now is used, so that at, as every time here, is monotonic.
+		at = now.Add(max(min(at.Sub(now.Round(0)), 0), -p.cfg.Timeout))
 		b := p.buf[:n]
 		switch s {
 		case sockICMP4:
@@ -619,7 +623,7 @@ func (p *Prober) icmp4(b []byte, from netip.Addr, at, now time.Time, emit func(*
 	// only across replies are caught before a controller gets any.
 	oneWay := ts.tsBad == "" && ts.tsFine && ts.tsGood >= tsRepeats
 	if oneWay {
-		up, down = timestampDelays(sl.sent, at, r.receive, r.transmit)
+		up, down = timestampDelays(p.wall(sl.sent), p.wall(at), r.receive, r.transmit)
 		turn = wrapDay(time.Duration(int64(r.transmit)-int64(r.receive)) * time.Millisecond)
 	}
 	p.emitReply(i, sl, at, now, turn, oneWay, up, down, emit)
@@ -638,11 +642,11 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 			return
 		}
 		sl, _ := p.match(uint32(pk.Seq), UDPSQM, from.Addr())
-		if sl == nil || sl.sent.UnixNano() != pk.ClientSend {
+		if sl == nil || p.wall(sl.sent) != pk.ClientSend {
 			return
 		}
 		up := time.Duration(pk.ServerRecv - pk.ClientSend)
-		down := at.Sub(time.Unix(0, pk.ServerSend))
+		down := time.Duration(p.wall(at) - pk.ServerSend)
 		p.emitReply(i, sl, at, now, time.Duration(pk.ServerSend-pk.ServerRecv), true, up, down, emit)
 	case UDPDNS:
 		id, ok := parseDNSReply(b)
@@ -688,8 +692,8 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 		}
 		var up, down, turn time.Duration
 		if wall {
-			up = time.Duration(pk.Receive.Wall - sl.sent.UnixNano())
-			down = at.Sub(time.Unix(0, pk.Send.Wall))
+			up = time.Duration(pk.Receive.Wall - p.wall(sl.sent))
+			down = time.Duration(p.wall(at) - pk.Send.Wall)
 			turn = time.Duration(pk.Send.Wall - pk.Receive.Wall)
 		}
 		if mono {
@@ -697,6 +701,18 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 		}
 		p.emitReply(i, sl, at, now, turn, wall, up, down, emit)
 	}
+}
+
+// wall is t on the wall clock as it read when the prober was made, moved
+// on by the monotonic clock: Unix nanoseconds for stamps and one-way
+// delays that a step of the wall clock does not move. A router sets its
+// clock by NTP after boot, often after the daemon started; with the wall
+// clock itself, such a step would shift every one-way delay's baseline
+// by the step, and a controller would read a step forward as that much
+// more delay downstream. The monotonic clock keeps NTP's frequency
+// corrections, so it does not drift from the reflectors' clocks.
+func (p *Prober) wall(t time.Time) int64 {
+	return p.anchor.UnixNano() + int64(t.Sub(p.anchor))
 }
 
 // widen turns the 16-bit sequence of an ICMP timestamp reply (or a DNS
@@ -726,10 +742,7 @@ func (p *Prober) match(seq uint32, kind Kind, from netip.Addr) (*pending, int) {
 // at now; turn is the reflector's receive-to-send time, if known.
 func (p *Prober) emitReply(i int, sl *pending, at, now time.Time, turn time.Duration, oneWay bool, up, down time.Duration, emit func(*Sample)) {
 	sl.live = false
-	rtt := at.Sub(sl.sent) // wall clocks: the kernel stamp has no monotonic reading
-	if elapsed := now.Sub(sl.sent); rtt < 0 || rtt > elapsed+time.Millisecond {
-		rtt = elapsed // the wall clock was stepped: the monotonic time is right
-	}
+	rtt := at.Sub(sl.sent)
 	if turn > 0 && turn < rtt {
 		rtt -= turn
 	}
