@@ -364,3 +364,33 @@ func TestIRTTReopen(t *testing.T) {
 		t.Errorf("%d probes lost across the restart, want %d..%d", lost, irttMisses, max)
 	}
 }
+
+// TestIRTTGrantedInterval: an irtt server with a minimum interval of
+// 50 ms grants that to a prober asking for 20 ms, and the prober follows
+// it (probing faster, its excess probes would be dropped as losses).
+func TestIRTTGrantedInterval(t *testing.T) {
+	if _, err := exec.LookPath("irtt"); err != nil {
+		t.Skip("irtt not installed (scripts/setup.sh installs it)")
+	}
+	port := freeUDPPort(t)
+	srv := exec.Command("irtt", "server", "-b", "127.0.0.1:"+strconv.Itoa(port), "-i", "50ms")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	p, err := New(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Port: uint16(port), Kind: UDPIRTT}},
+		Interval: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := collect(t, p, 1, 22)[0]
+	checkReplies(t, "irtt", got, UDPIRTT, true, 0)
+	// Past the first two (scheduled before the grant), the mean gap is
+	// the granted 50 ms, not the 20 ms asked (a late send shortens the
+	// next gap, never the mean).
+	ss := got[2:]
+	if mean := ss[len(ss)-1].Sent.Sub(ss[0].Sent) / time.Duration(len(ss)-1); mean < 45*time.Millisecond {
+		t.Errorf("mean gap %v between probes, want the granted 50 ms", mean)
+	}
+}

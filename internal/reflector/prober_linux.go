@@ -66,11 +66,12 @@ type Prober struct {
 
 // tstate is one target's state.
 type tstate struct {
-	t    Target
-	kind Kind // how it is probed now
-	sa   unix.Sockaddr
-	sock int
-	next time.Time // next probe
+	t        Target
+	kind     Kind // how it is probed now
+	sa       unix.Sockaddr
+	sock     int
+	next     time.Time     // next probe
+	interval time.Duration // between probes: Config.Interval, or longer if an irtt server says so
 	// ICMP timestamps: replies seen, probes lost before the first reply,
 	// why the stamps are unusable ("" if not known to be), whether a stamp
 	// off a whole second was seen, and whole-second replies before that.
@@ -211,7 +212,7 @@ func sockFor(t Target) int {
 
 // setTarget (re)starts target i as t.
 func (p *Prober) setTarget(i int, t Target) {
-	ts := tstate{t: t, kind: t.Kind, sock: sockFor(t), backoff: irttMinBackoff}
+	ts := tstate{t: t, kind: t.Kind, sock: sockFor(t), backoff: irttMinBackoff, interval: p.cfg.Interval}
 	if ts.kind == ICMPTimestamp && !p.socks[sockICMP4].raw {
 		ts.kind = ICMPEcho
 		p.cfg.Logf("reflector: %v: no raw ICMP socket (needs root): probing with echo, round trip only", t)
@@ -460,9 +461,9 @@ func (p *Prober) sendDue(now time.Time) time.Time {
 			if ts.kind != UDPIRTT || ts.sess != nil {
 				p.send(i)
 			}
-			ts.next = ts.next.Add(p.cfg.Interval)
+			ts.next = ts.next.Add(ts.interval)
 			if ts.next.Before(now) { // fell behind (a suspended router): no burst
-				ts.next = now.Add(p.cfg.Interval)
+				ts.next = now.Add(ts.interval)
 			}
 		}
 		if ts.next.Before(wake) {
@@ -665,6 +666,9 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 			}
 			if ts.sess == nil {
 				ts.sess, ts.misses, ts.backoff, ts.opened = s, 0, irttMinBackoff, now
+				// A server that grants a longer interval drops what
+				// comes faster: follow it.
+				ts.interval = max(p.cfg.Interval, s.Params.Interval)
 				wall, _ := s.HasStamps()
 				p.cfg.Logf("reflector: %v: session open (interval %v, duration %v, wall stamps %v)", ts.t, s.Params.Interval, s.Params.Duration, wall)
 			}
