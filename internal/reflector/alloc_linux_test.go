@@ -3,6 +3,7 @@ package reflector
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -122,5 +123,45 @@ func BenchmarkLoopbackEcho(b *testing.B) {
 			unix.Poll(p.pfds, 1000)
 			p.drain(sockICMP4, emit)
 		}
+	}
+}
+
+// TestKernelStamps: recv finds the kernel's receive stamp (a datagram
+// to ourselves on loopback), between the send and the read: the control
+// message layout is right on this architecture (run it as GOARCH=386 on
+// amd64 for a 32-bit kernel ABI; qemu-user does not translate it).
+func TestKernelStamps(t *testing.T) {
+	if os.Getenv(testutil.QEMUUserEnv) == "1" {
+		t.Skip("qemu-user passes the host's 64-bit timespec to a 32-bit guest untranslated; the router VMs run the real ABI")
+	}
+	p, err := newProber(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Kind: UDPDNS}}, Interval: time.Second, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.open(sockUDP4, false); err != nil {
+		t.Fatal(err)
+	}
+	defer p.closeFDs()
+	fd := p.socks[sockUDP4].fd
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	if err := unix.Sendto(fd, []byte("stamp"), 0, self); err != nil {
+		t.Fatal(err)
+	}
+	pf := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	unix.Poll(pf, 1000)
+	n, from, at, ok := p.recv(fd)
+	read := time.Now()
+	if !ok || n != 5 || from.Port() != uint16(self.(*unix.SockaddrInet4).Port) {
+		t.Fatalf("recv = %d bytes from %v, %v", n, from, ok)
+	}
+	if at.IsZero() || at.Before(sent.Round(0)) || at.After(read.Round(0)) {
+		t.Fatalf("kernel stamp %v not between the send %v and the read %v", at, sent.Round(0), read.Round(0))
 	}
 }

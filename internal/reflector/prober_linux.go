@@ -553,8 +553,15 @@ func (p *Prober) drain(s int, emit func(*Sample)) {
 		}
 		now := time.Now()
 		// The kernel's stamp is of the wall clock: only its distance to
-		// now is used, so that at, as every time here, is monotonic.
-		at = now.Add(max(min(at.Sub(now.Round(0)), 0), -p.cfg.Timeout))
+		// now is used, so that at, as every time here, is monotonic. A
+		// stamp that cannot be (missing, after now, older than the
+		// timeout: a wall clock step between, or an emulator that does
+		// not translate the control message) is not used.
+		if d := at.Sub(now.Round(0)); !at.IsZero() && d <= 0 && d > -p.cfg.Timeout {
+			at = now.Add(d)
+		} else {
+			at = now
+		}
 		b := p.buf[:n]
 		switch s {
 		case sockICMP4:
