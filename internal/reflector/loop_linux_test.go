@@ -49,8 +49,8 @@ func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
 	return got
 }
 
-// checkReplies: every sample answered, of the kind, in a loopback's
-// time, with one-way delays iff oneWay, each below the round trip plus
+// checkReplies: every sample answered, of the kind, with one-way delays
+// iff oneWay, each below the round trip plus
 // the clock's resolution (both ends share one clock here).
 func checkReplies(t *testing.T, name string, ss []Sample, kind Kind, oneWay bool, res time.Duration) {
 	t.Helper()
@@ -61,8 +61,12 @@ func checkReplies(t *testing.T, name string, ss []Sample, kind Kind, oneWay bool
 			t.Errorf("%s: probe %d lost on loopback", name, s.Seq)
 		case s.Kind != kind:
 			t.Errorf("%s: kind %v, want %v", name, s.Kind, kind)
-		case s.RTT <= 0 || s.RTT > 100*time.Millisecond:
-			t.Errorf("%s: RTT %v on loopback", name, s.RTT)
+		case s.RTT <= 0 || s.RTT >= 2*time.Second:
+			// Positive and within the default timeout: a loopback round
+			// trip has no tighter bound when it includes a user-space
+			// responder's turnaround (the fake resolver's) on a loaded
+			// machine, so none is asserted.
+			t.Errorf("%s: RTT %v, a reply within the 2 s timeout", name, s.RTT)
 		case s.OneWay != oneWay:
 			t.Errorf("%s: one-way %v, want %v (%+v)", name, s.OneWay, oneWay, s)
 		case oneWay && (s.Up < -res || s.Down < -res || s.Up > s.RTT+res || s.Down > s.RTT+res):
