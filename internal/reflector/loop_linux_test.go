@@ -18,12 +18,13 @@ import (
 	"sqm/internal/testutil"
 )
 
-// collect runs p until it has want samples of every target (or 5 s),
+// collect runs p until it has want samples of every target (or 10 s:
+// an irtt server still starting costs the first open request, 1 s),
 // and returns them per target.
 func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
 	t.Helper()
 	got := make([][]Sample, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := 0
 	err := p.Run(ctx, func(s *Sample) {
@@ -43,7 +44,7 @@ func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
 	}
 	for i, g := range got {
 		if len(g) < want {
-			t.Fatalf("target %d: %d samples in 5 s, want %d: %+v", i, len(g), want, g)
+			t.Fatalf("target %d: %d samples in 10 s, want %d: %+v", i, len(g), want, g)
 		}
 	}
 	return got
