@@ -2,6 +2,7 @@ package plan
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,15 @@ func TestRerateIsBuildAtTheRate(t *testing.T) {
 						}
 						exp := *wt
 						exp.Qdiscs = append([]Qdisc{wt.Qdiscs[0]}, bt.Qdiscs[1:]...)
+						// The inner class keeps its base quantum (htbClass).
+						exp.Classes = slices.Clone(wt.Classes)
+						for i := range exp.Classes {
+							if exp.Classes[i].ClassID == hTop {
+								h := *exp.Classes[i].HTB
+								h.Quantum = bt.Classes[i].HTB.Quantum
+								exp.Classes[i].HTB = &h
+							}
+						}
 						if !reflect.DeepEqual(got, &exp) {
 							t.Errorf("%s ingress=%v at %d kbit/s:\n got %+v\nwant %+v", name, ingress, kbit, got, &exp)
 						}

@@ -459,10 +459,19 @@ func parsePoliceOpts(opts []string) (uint32, error) {
 
 // htbClass is one class with sqm-scripts' quantum and, if withBurst, its
 // burst/cburst. Burst and quantum come from the direction's full rate.
+//
+// The inner class (hTop, the parent of the tiers) keeps the quantum of the
+// base rate: htb sets quantum only on a leaf class (htb_change_class), and
+// hTop is a leaf only while it is created, so a rate change (Rerate)
+// cannot move it, and the quantum of an inner class is never used.
 func (b *builder) htbClass(id, parent Handle, d dir, rate, ceil uint64, prio uint32, withBurst bool) Class {
+	quantum := b.burst(d.rateKbit)
+	if id == hTop {
+		quantum = b.burst(d.baseKbit)
+	}
 	c := &HTBClass{
 		RateBits: rate * 1000, CeilBits: ceil * 1000,
-		Quantum: b.burst(d.rateKbit), Prio: prio,
+		Quantum: quantum, Prio: prio,
 		LinkLayer: b.rateLinkLayer(true),
 	}
 	if withBurst {
