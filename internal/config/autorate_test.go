@@ -108,7 +108,7 @@ func TestAutorateValidate(t *testing.T) {
 		{"bad target", func(a *Autorate) { a.Target = time.Hour }, "option autorate_target: 1h0m0s is out of range"},
 		{"bad reflector", func(a *Autorate) { a.Reflectors = []string{"a b"} }, `option autorate_reflector: reflector "a b"`},
 		{"on", func(a *Autorate) { a.Enabled = true }, ""},
-		{"on, min above base", func(a *Autorate) { a.Enabled, a.UploadMin = true, 1 << 20 }, "option autorate_upload_min: minimum 1048576 kbit/s is above the base rate"},
+		{"on, min above base", func(a *Autorate) { a.Enabled, a.UploadMin = true, 1<<20 }, "option autorate_upload_min: minimum 1048576 kbit/s is above the base rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
