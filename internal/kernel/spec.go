@@ -140,7 +140,9 @@ func setFact(f map[string]string, k string, v any) {
 func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string]string) error {
 	if ll == nil {
 		r.LinkLayer = linkLayerEthernet
-		setFact(facts, prefix+".linklayer", linkLayerEthernet)
+		if facts != nil { // a rate change builds no facts (and no key strings)
+			setFact(facts, prefix+".linklayer", linkLayerEthernet)
+		}
 		return nil
 	}
 	v, err := linkLayerValue(ll.LinkLayer)
@@ -153,9 +155,11 @@ func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string
 	r.LinkLayer = uint8(v)
 	r.Overhead = uint16(ll.Overhead)
 	r.MPU = uint16(ll.MPU)
-	setFact(facts, prefix+".linklayer", v)
-	setFact(facts, prefix+".overhead", ll.Overhead)
-	setFact(facts, prefix+".mpu", ll.MPU)
+	if facts != nil {
+		setFact(facts, prefix+".linklayer", v)
+		setFact(facts, prefix+".overhead", ll.Overhead)
+		setFact(facts, prefix+".mpu", ll.MPU)
+	}
 	return nil
 }
 
