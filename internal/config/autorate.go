@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -199,7 +198,10 @@ func targetRangeMsg(d time.Duration) string {
 }
 
 // checkReflector accepts an IP address, [IPv6]:port, host, or host:port
-// (a DNS name by RFC 1123's rules). The port is for UDP probes.
+// (a DNS name by RFC 1123's rules; an IPv4 address is one). The port is
+// for UDP probes. It checks the form only (net/netip's parser would cost
+// the router build 30 KB, through package unique): the probe layer
+// resolves the name and says when it cannot.
 func checkReflector(h string) string {
 	bad := func(why string) string {
 		return fmt.Sprintf("reflector %q %s; give an address or host name, optionally with :port (e.g. 9.9.9.9, [2620:fe::fe]:2112, irtt.example.net:2112)", h, why)
@@ -207,22 +209,31 @@ func checkReflector(h string) string {
 	if len(h) > 253+8 {
 		return bad("is too long")
 	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return ""
-	}
-	if _, err := netip.ParseAddrPort(h); err == nil {
-		return ""
-	}
-	host := h
-	if i := strings.LastIndexByte(h, ':'); i >= 0 {
-		if strings.HasPrefix(h, "[") || strings.Count(h, ":") > 1 {
+	host, port := h, ""
+	switch {
+	case strings.HasPrefix(h, "["): // [IPv6]:port
+		end := strings.Index(h, "]:")
+		if end < 0 || !isIPv6(h[1:end]) {
 			return bad("is not a valid address")
 		}
-		p, err := strconv.ParseUint(h[i+1:], 10, 16)
-		if err != nil || p == 0 || !allDigits(h[i+1:]) {
+		host, port = "", h[end+2:]
+	case strings.Count(h, ":") > 1: // a bare IPv6 address
+		if !isIPv6(h) {
+			return bad("is not a valid address")
+		}
+		return ""
+	case strings.Contains(h, ":"):
+		i := strings.IndexByte(h, ':')
+		host, port = h[:i], h[i+1:]
+	}
+	if port != "" || strings.HasSuffix(h, ":") {
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 || !allDigits(port) {
 			return bad("has a bad port (1..65535)")
 		}
-		host = h[:i]
+	}
+	if host == "" && strings.HasPrefix(h, "[") {
+		return ""
 	}
 	if host == "" || len(host) > 253 {
 		return bad("has no valid host name")
@@ -309,4 +320,39 @@ func (q *Queue) validateAutorate(add func(option, format string, args ...any)) {
 	if q.Download == 0 && q.Upload == 0 {
 		add("autorate", "download and upload are both 0 (nothing is shaped), so there is no rate to follow; set a base rate or autorate 0")
 	}
+}
+
+// isIPv6 checks the form of an IPv6 address: hex groups of at most 4
+// digits separated by colons, eight of them or fewer with one "::", the
+// last two of which may be a dotted IPv4 address.
+func isIPv6(s string) bool {
+	double := strings.Count(s, "::")
+	if s == "" || double > 1 || strings.Contains(s, ":::") ||
+		s[0] == ':' && !strings.HasPrefix(s, "::") || s[len(s)-1] == ':' && !strings.HasSuffix(s, "::") {
+		return false
+	}
+	n := 0
+	groups := strings.Split(s, ":")
+	for i, g := range groups {
+		switch {
+		case g == "":
+			continue // part of the "::"
+		case i == len(groups)-1 && strings.Contains(g, "."):
+			n += 2 // ::ffff:1.2.3.4
+			continue
+		case len(g) > 4:
+			return false
+		}
+		for j := 0; j < len(g); j++ {
+			c := g[j]
+			if !(isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+		n++
+	}
+	if double == 1 {
+		return n <= 7
+	}
+	return n == 8
 }

@@ -28,8 +28,8 @@ func TestAutorateOptions(t *testing.T) {
 			return q.AutorateRange(true) == RateRange{40000, 40000, 40000}
 		}},
 		{"probe icmp", "option autorate_probe icmp", "", func(q *Queue) bool { return q.Autorate.Probe == "icmp" }},
-		{"reflectors", "list autorate_reflector 1.1.1.1\n\tlist autorate_reflector 'host.example:2112 ::1'", "", func(q *Queue) bool {
-			return strings.Join(q.Autorate.Reflectors, ",") == "1.1.1.1,host.example:2112,::1"
+		{"reflectors", "list autorate_reflector 1.1.1.1\n\tlist autorate_reflector 'host.example:2112 ::1 fe80::1 ::ffff:1.2.3.4 [2620:fe::fe]:53 9.9.9.9:2112'", "", func(q *Queue) bool {
+			return strings.Join(q.Autorate.Reflectors, ",") == "1.1.1.1,host.example:2112,::1,fe80::1,::ffff:1.2.3.4,[2620:fe::fe]:53,9.9.9.9:2112"
 		}},
 		// A base below 4*64 keeps the default minimum at the shaping floor.
 		{"low base", "option autorate 1\n\toption upload 200", "", func(q *Queue) bool { return q.AutorateRange(false).Min == 64 }},
@@ -55,7 +55,13 @@ func TestAutorateOptions(t *testing.T) {
 		{"probe", "option autorate_probe tcp", `option autorate_probe: unknown probe "tcp"; use icmp, udp or both`, nil},
 		{"reflector name", "list autorate_reflector 'bad_name!'", `option autorate_reflector: reflector "bad_name!" is not a valid host name`, nil},
 		{"reflector port", "list autorate_reflector host:0", `reflector "host:0" has a bad port`, nil},
-		{"reflector v6 no brackets port", "list autorate_reflector '[::1]:x'", `reflector "[::1]:x" is not a valid address`, nil},
+		{"reflector v6 bad port", "list autorate_reflector '[::1]:x'", `reflector "[::1]:x" has a bad port`, nil},
+		{"reflector v6 no port", "list autorate_reflector '[::1]'", `reflector "[::1]" is not a valid address`, nil},
+		{"reflector v6 groups", "list autorate_reflector '1:2:3:4:5:6:7:8:9'", `reflector "1:2:3:4:5:6:7:8:9" is not a valid address`, nil},
+		{"reflector v6 two ::", "list autorate_reflector '1::2::3'", `is not a valid address`, nil},
+		{"reflector v6 long group", "list autorate_reflector '2620:fe::12345'", `is not a valid address`, nil},
+		{"reflector empty port", "list autorate_reflector 'host:'", `reflector "host:" has a bad port`, nil},
+		{"reflector port too big", "list autorate_reflector 'host:65536'", `has a bad port`, nil},
 		{"too many reflectors", "option autorate_reflector '" + strings.Repeat("1.1.1.1 ", 33) + "'", `more than 32 reflectors`, nil},
 	}
 	for _, tt := range tests {

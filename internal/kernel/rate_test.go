@@ -139,8 +139,14 @@ func rateChangeCycle(t *testing.T, ns *testNS, c *Conn, q *config.Queue) {
 		setRate(64)
 		const n = 100
 		sendFrames(t, ns, sendOn, framesFrom(ns, sendOn, sendTo, n, 200))
+		if st, err := c.Status(dev); err == nil { // DEBUG
+			t.Logf("DEBUG after send: %+v", st[0].Qdiscs)
+		}
 		for i, kbit := range []uint64{base / 2, base * 2, base} {
 			if backlog := setRate(kbit); i == 0 && backlog < n/2 {
+				if st, err := c.Status(dev); err == nil { // DEBUG
+					t.Logf("DEBUG after change: %+v", st[0].Qdiscs)
+				}
 				t.Errorf("%s: %d of %d frames queued right after the change from 64 kbit/s: the queue was flushed", dev, backlog, n)
 			}
 		}
