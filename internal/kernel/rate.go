@@ -85,27 +85,23 @@ func (c *Conn) SetRate(ifindex int, cur, next *plan.Tree) error {
 	return nil
 }
 
-// rateShape checks that next is cur with other rates: the same qdiscs
-// (handle, parent, kind) and classes (id, parent), in the same order.
+// rateShape checks that next is cur with other rates: the same device,
+// qdiscs (handle, parent, kind) and classes (id, parent), in the same
+// order. (One message for every mismatch: this code is in the router
+// build, and what differs is in the two plans.)
 func rateShape(cur, next *plan.Tree) error {
-	if cur == nil || next == nil {
-		return fmt.Errorf("set rate: no tree: %w", ErrNotRateChange)
-	}
-	if cur.Device != next.Device || len(cur.Qdiscs) != len(next.Qdiscs) || len(cur.Classes) != len(next.Classes) {
-		return fmt.Errorf("set rate on %s: %d qdiscs and %d classes running, %d and %d wanted: %w",
-			next.Device, len(cur.Qdiscs), len(cur.Classes), len(next.Qdiscs), len(next.Classes), ErrNotRateChange)
-	}
-	for i := range cur.Qdiscs {
+	same := cur != nil && next != nil && cur.Device == next.Device &&
+		len(cur.Qdiscs) == len(next.Qdiscs) && len(cur.Classes) == len(next.Classes)
+	for i := 0; same && i < len(cur.Qdiscs); i++ {
 		o, n := &cur.Qdiscs[i], &next.Qdiscs[i]
-		if o.Handle != n.Handle || o.Parent != n.Parent || o.Kind != n.Kind {
-			return fmt.Errorf("set rate on %s: qdisc %s %s running, %s %s wanted: %w", next.Device, o.Kind, o.Handle, n.Kind, n.Handle, ErrNotRateChange)
-		}
+		same = o.Handle == n.Handle && o.Parent == n.Parent && o.Kind == n.Kind
 	}
-	for i := range cur.Classes {
+	for i := 0; same && i < len(cur.Classes); i++ {
 		o, n := &cur.Classes[i], &next.Classes[i]
-		if o.ClassID != n.ClassID || o.Parent != n.Parent || n.HTB == nil {
-			return fmt.Errorf("set rate on %s: class %s running, %s wanted: %w", next.Device, o.ClassID, n.ClassID, ErrNotRateChange)
-		}
+		same = o.ClassID == n.ClassID && o.Parent == n.Parent && n.HTB != nil
+	}
+	if !same {
+		return fmt.Errorf("set rate: the new tree has other qdiscs or classes than the running one: %w", ErrNotRateChange)
 	}
 	return nil
 }
