@@ -214,7 +214,7 @@ type client struct {
 	// welcome), less endMargin: nothing the client waits for after its
 	// schedule may go past it.
 	end      time.Time
-	server   netip.AddrPort // resolved from the control connection
+	server   netip.AddrPort  // resolved from the control connection
 	np       *netperf.Client // the netperf server's client (Options.NetPerf)
 	token    [tokenLen]byte
 	kinds    []*kind
