@@ -1,0 +1,225 @@
+//go:build linux
+
+package bloat_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sqm/internal/bloat"
+)
+
+// netperfTolerance is how far (relative) sqm's goodput through a netserver
+// may be from Debian's own netperf client's on the same shaped link, run
+// just before or just after it with the same streams (check, as in
+// TestIPerf3Load). See TestNetPerfLoad for the measured spread.
+const netperfTolerance = 0.10
+
+// requireNetPerf skips the test when Debian's netperf package is missing.
+func requireNetPerf(t testing.TB) {
+	t.Helper()
+	for _, bin := range []string{"netperf", "netserver"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s (Debian package netperf, in non-free; scripts/setup.sh installs it)", bin)
+		}
+	}
+}
+
+// serveNetPerf starts Debian's netserver in ns A on 10.77.0.1:12865 and
+// waits until it accepts a control connection. netserver forks a child
+// per control connection; the children end with their connections.
+func serveNetPerf(t *testing.T, p *nsPair) {
+	t.Helper()
+	srv := exec.Command("netserver", "-D", "-4", "-L", "10.77.0.1", "-p", "12865")
+	if err := p.a.Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var c net.Conn
+		err := p.b.Do(func() error {
+			var err error
+			c, err = net.DialTimeout("tcp4", "10.77.0.1:12865", time.Second)
+			return err
+		})
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("netserver did not listen: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// netperfClients runs Debian's netperf client in ns B the way
+// betterspeedtest and flent run it: one process per stream, all at once,
+// each `netperf -H 10.77.0.1 -t TEST -l secs -Y dscp,dscp`, and returns
+// the sum of their throughputs (Mbit/s) per direction. tests lists the
+// streams as TCP_MAERTS (down) or TCP_STREAM (up) with their DSCP names.
+func netperfClients(t *testing.T, p *nsPair, secs int, tests ...[2]string) (down, up float64) {
+	t.Helper()
+	type out struct {
+		mbps float64
+		err  error
+	}
+	outs := make([]out, len(tests))
+	var wg sync.WaitGroup
+	for i, tt := range tests {
+		args := append(ipNetnsExec(p.b), "netperf", "-P", "0", "-v", "0", "-4", "-H", "10.77.0.1", "-p", "12865",
+			"-t", tt[0], "-l", strconv.Itoa(secs), "-f", "m")
+		if tt[1] != "" {
+			args = append(args, "-Y", tt[1]+","+tt[1])
+		}
+		args = append(args, "--", "-k", "THROUGHPUT")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+			if err != nil {
+				outs[i].err = fmt.Errorf("%v: %v\n%s", args, err, b)
+				return
+			}
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "THROUGHPUT="); ok {
+					outs[i].mbps, outs[i].err = strconv.ParseFloat(v, 64)
+					return
+				}
+			}
+			outs[i].err = fmt.Errorf("%v printed no THROUGHPUT:\n%s", args, b)
+		}()
+	}
+	wg.Wait()
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if tests[i][0] == "TCP_MAERTS" {
+			down += o.mbps
+		} else {
+			up += o.mbps
+		}
+	}
+	return down, up
+}
+
+// TestNetPerfLoad runs sqm test's speedtest and RRUL shapes with the load
+// through Debian's netserver across a namespace link shaped to 20 Mbit/s
+// each way by htb (iperf3Link's: ACKs in their own class, 100-packet
+// fifos), with Debian's netperf client doing the same streams, as
+// betterspeedtest and flent would, just before and after each, and checks
+// that sqm's goodput agrees with one of the two within netperfTolerance.
+// The speedtest takes its latency from ICMP, the RRUL run from Debian's
+// irtt server, and each must say which servers it used; every upload
+// stream must carry the server's count of what it received.
+func TestNetPerfLoad(t *testing.T) {
+	requireNetPerf(t)
+	p := iperf3Link(t)
+	serveNetPerf(t, p)
+	haveIRTT := false
+	if _, err := exec.LookPath("irtt"); err == nil {
+		srv := exec.Command("irtt", "server", "-b", "10.77.0.1:2112")
+		if err := p.a.Start(srv); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+		waitIRTT(t, p, "")
+		haveIRTT = true
+	}
+	const secs = 4
+	check := func(name string, got float64, refs ...float64) {
+		t.Helper()
+		var ds []string
+		ok := false
+		for _, want := range refs {
+			d := (got - want) / want
+			ds = append(ds, fmt.Sprintf("%.2f (%+.1f%%)", want, 100*d))
+			if want < 10 {
+				t.Errorf("%s: netperf's client got %.2f Mbit/s, far below the 20 Mbit/s link", name, want)
+			}
+			ok = ok || math.Abs(d) <= netperfTolerance
+		}
+		t.Logf("%s: sqm %.2f Mbit/s, netperf before and after %s", name, got, strings.Join(ds, ", "))
+		if !ok {
+			t.Errorf("%s: sqm %.2f Mbit/s vs netperf's client before and after %s: more than %.0f%% from both",
+				name, got, strings.Join(ds, ", "), 100*netperfTolerance)
+		}
+	}
+	run := func(mode bloat.Mode, streams int, irtt bool) *bloat.Result {
+		t.Helper()
+		o := bloat.Options{NetPerf: "10.77.0.1", Mode: mode, Streams: streams,
+			Duration: secs * time.Second, Idle: time.Second, Enter: p.b.Do}
+		latency := "icmp://10.77.0.1"
+		if irtt {
+			o.IRTT, latency = "10.77.0.1", "irtt://10.77.0.1:2112"
+		}
+		res, err := bloat.Run(context.Background(), o)
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if res.Servers == nil || res.Servers.Load != "netperf://10.77.0.1:12865" || !slices.Contains(res.Servers.Latency, latency) {
+			t.Errorf("%s: servers %+v, want load netperf://10.77.0.1:12865 and latency %s", mode, res.Servers, latency)
+		}
+		if res.Loaded.Count == 0 || res.Idle.Count == 0 {
+			t.Errorf("%s: no latency samples (idle %d, loaded %d)", mode, res.Idle.Count, res.Loaded.Count)
+		}
+		// Probe loss in the full fifo is the link's; a note about the
+		// netperf tests (one that did not start, ended early, or whose
+		// results were missing) is a failure of the load.
+		for _, n := range res.Notes {
+			if strings.Contains(n, "netperf") {
+				t.Errorf("%s: note %q", mode, n)
+			}
+		}
+		for _, s := range res.Streams {
+			if s.Bytes == 0 || (s.Dir == bloat.DirUp && (s.PeerBytes == 0 || s.Bytes > s.PeerBytes)) {
+				t.Errorf("%s: stream %s %s: bytes %d, server's count %d", mode, s.Dir, s.Label, s.Bytes, s.PeerBytes)
+			}
+		}
+		t.Logf("%s: down %.2f up %.2f Mbit/s, idle %.1f ms, loaded %.1f ms", mode, res.DownloadMbps, res.UploadMbps,
+			res.Idle.MedianMs, res.Loaded.MedianMs)
+		return res
+	}
+
+	be2 := func(test string) [][2]string { return [][2]string{{test, ""}, {test, ""}} }
+	down1, _ := netperfClients(t, p, secs, be2("TCP_MAERTS")...)
+	_, up1 := netperfClients(t, p, secs, be2("TCP_STREAM")...)
+	st := run(bloat.ModeSpeedtest, 2, false)
+	if n := len(st.Streams); n != 4 {
+		t.Errorf("speedtest: %d streams, want 2 down and 2 up", n)
+	}
+	down2, _ := netperfClients(t, p, secs, be2("TCP_MAERTS")...)
+	_, up2 := netperfClients(t, p, secs, be2("TCP_STREAM")...)
+	check("speedtest download", st.DownloadMbps, down1, down2)
+	check("speedtest upload", st.UploadMbps, up1, up2)
+
+	// flent's rrul: four streams each way, marked BE, BK (CS1), CS5, EF.
+	var rrul [][2]string
+	for _, test := range []string{"TCP_MAERTS", "TCP_STREAM"} {
+		for _, m := range []string{"", "CS1", "CS5", "EF"} {
+			rrul = append(rrul, [2]string{test, m})
+		}
+	}
+	down1, up1 = netperfClients(t, p, secs, rrul...)
+	rr := run(bloat.ModeRRUL, 0, haveIRTT)
+	if n := len(rr.Streams); n != 8 {
+		t.Errorf("rrul: %d streams, want 4 down and 4 up", n)
+	}
+	down2, up2 = netperfClients(t, p, secs, rrul...)
+	check("rrul download", rr.DownloadMbps, down1, down2)
+	check("rrul upload", rr.UploadMbps, up1, up2)
+	if !haveIRTT {
+		t.Skip("no irtt binary: the RRUL run took ICMP latency instead (scripts/setup.sh installs irtt)")
+	}
+}
