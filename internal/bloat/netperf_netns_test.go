@@ -66,52 +66,99 @@ func serveNetPerf(t *testing.T, p *nsPair) {
 // netperfClients runs Debian's netperf client in ns B the way
 // betterspeedtest and flent run it: one process per stream, all at once,
 // each `netperf -H 10.77.0.1 -t TEST -l secs -Y dscp,dscp`, and returns
-// the sum of their throughputs (Mbit/s) per direction. tests lists the
-// streams as TCP_MAERTS (down) or TCP_STREAM (up) with their DSCP names.
+// the aggregate goodput (Mbit/s) per direction: the bytes the receivers
+// got (LOCAL_BYTES_RECVD of a TCP_MAERTS, REMOTE_BYTES_RECVD of a
+// TCP_STREAM) over the span from the first stream's start to the last
+// one's end. Each stream's span is its own ELAPSED_TIME ending at its own
+// wall-clock stamp of its end (the NETPERF_ENDING of its final demo-mode
+// interval, -D). Summing each process's THROUGHPUT instead would add rates
+// over different spans: eight processes launched at once on this shared
+// machine start up to a second apart, and their sum read 20.6-23.1 Mbit/s
+// through the 20 Mbit/s link in 3 of 5 runs (sqm: 18.6 in all). Ending
+// the spans at the processes' exits, as seen here, is no better: an exit
+// seen 0.8 s late on the busy machine read a 2-stream download as 16.0.
+// tests lists the streams as TCP_MAERTS (down) or TCP_STREAM (up) with
+// their DSCP names.
 func netperfClients(t *testing.T, p *nsPair, secs int, tests ...[2]string) (down, up float64) {
 	t.Helper()
 	type out struct {
-		mbps float64
-		err  error
+		bytes      float64
+		start, end time.Time
+		err        error
 	}
 	outs := make([]out, len(tests))
 	var wg sync.WaitGroup
 	for i, tt := range tests {
+		key := "REMOTE_BYTES_RECVD"
+		if tt[0] == "TCP_MAERTS" {
+			key = "LOCAL_BYTES_RECVD"
+		}
 		args := append(ipNetnsExec(p.b), "netperf", "-P", "0", "-v", "0", "-4", "-H", "10.77.0.1", "-p", "12865",
-			"-t", tt[0], "-l", strconv.Itoa(secs), "-f", "m")
+			"-t", tt[0], "-l", strconv.Itoa(secs), "-f", "m", "-D", "1")
 		if tt[1] != "" {
 			args = append(args, "-Y", tt[1]+","+tt[1])
 		}
-		args = append(args, "--", "-k", "THROUGHPUT")
+		args = append(args, "--", "-k", key+",ELAPSED_TIME")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			b, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+			o := &outs[i]
 			if err != nil {
-				outs[i].err = fmt.Errorf("%v: %v\n%s", args, err, b)
+				o.err = fmt.Errorf("%v: %v\n%s", args, err, b)
 				return
 			}
+			vals := map[string]float64{}
+			var ending float64
 			for line := range strings.SplitSeq(string(b), "\n") {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "THROUGHPUT="); ok {
-					outs[i].mbps, outs[i].err = strconv.ParseFloat(v, 64)
-					return
+				if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+					f, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						continue
+					}
+					vals[k] = f
+					if strings.HasPrefix(k, "NETPERF_ENDING[") {
+						ending = max(ending, f)
+					}
 				}
 			}
-			outs[i].err = fmt.Errorf("%v printed no THROUGHPUT:\n%s", args, b)
+			el, ok1 := vals["ELAPSED_TIME"]
+			n, ok2 := vals[key]
+			if !ok1 || !ok2 || el <= 0 || ending == 0 {
+				o.err = fmt.Errorf("%v printed no %s, ELAPSED_TIME and NETPERF_ENDING:\n%s", args, key, b)
+				return
+			}
+			o.end = time.UnixMilli(int64(ending * 1000))
+			o.bytes, o.start = n, o.end.Add(-time.Duration(el*float64(time.Second)))
 		}()
 	}
 	wg.Wait()
-	for i, o := range outs {
+	agg := func(test string) float64 {
+		var bytes float64
+		var first, last time.Time
+		for i, o := range outs {
+			if tests[i][0] != test {
+				continue
+			}
+			bytes += o.bytes
+			if first.IsZero() || o.start.Before(first) {
+				first = o.start
+			}
+			if o.end.After(last) {
+				last = o.end
+			}
+		}
+		if bytes == 0 {
+			return 0
+		}
+		return bytes * 8 / last.Sub(first).Seconds() / 1e6
+	}
+	for _, o := range outs {
 		if o.err != nil {
 			t.Fatal(o.err)
 		}
-		if tests[i][0] == "TCP_MAERTS" {
-			down += o.mbps
-		} else {
-			up += o.mbps
-		}
 	}
-	return down, up
+	return agg("TCP_MAERTS"), agg("TCP_STREAM")
 }
 
 // TestNetPerfLoad runs sqm test's speedtest and RRUL shapes with the load
@@ -120,8 +167,9 @@ func netperfClients(t *testing.T, p *nsPair, secs int, tests ...[2]string) (down
 // fifos), with Debian's netperf client doing the same streams, as
 // betterspeedtest and flent would, just before and after each, and checks
 // that sqm's goodput agrees with one of the two within netperfTolerance.
-// The speedtest takes its latency from ICMP, the RRUL run from Debian's
-// irtt server, and each must say which servers it used; every upload
+// The speedtest takes its latency from ICMP and netperf UDP_RR tests, the
+// RRUL run from ICMP and Debian's irtt server, and each must say which
+// servers it used; every upload
 // stream must carry the server's count of what it received.
 func TestNetPerfLoad(t *testing.T) {
 	requireNetPerf(t)
@@ -170,6 +218,36 @@ func TestNetPerfLoad(t *testing.T) {
 		}
 		if res.Servers == nil || res.Servers.Load != "netperf://10.77.0.1:12865" || !slices.Contains(res.Servers.Latency, latency) {
 			t.Errorf("%s: servers %+v, want load netperf://10.77.0.1:12865 and latency %s", mode, res.Servers, latency)
+		}
+		// Without irtt the UDP probes are netperf UDP_RR tests: they must
+		// see the load's queue as the ICMP probes to the same host do.
+		var icmp *bloat.ProbeSummary
+		for i := range res.Probes {
+			if res.Probes[i].Kind == "icmp" {
+				icmp = &res.Probes[i]
+			}
+		}
+		for _, ps := range res.Probes {
+			t.Logf("%s: %s (%s at %s): idle %.2f loaded %.2f ms, %d of %d answered under load", mode, ps.Kind, ps.Protocol, ps.Server,
+				ps.Idle.MedianMs, ps.Loaded.MedianMs, ps.Loaded.Count, ps.Loaded.Sent)
+			if ps.Kind == "icmp" {
+				continue
+			}
+			wantProto := "netperf"
+			if irtt {
+				wantProto = "irtt"
+			}
+			if ps.Protocol != wantProto || ps.Loaded.Count == 0 {
+				t.Errorf("%s: %s: protocol %q, %d loaded samples; want %s probes answered under load", mode, ps.Kind, ps.Protocol, ps.Loaded.Count, wantProto)
+			}
+			// As in TestNetnsIPerf3IRTT: medians of staggered samples of a
+			// swinging queue, so within 40 % of ICMP's.
+			if icmp != nil && (ps.Loaded.MedianMs < 0.6*icmp.Loaded.MedianMs || ps.Loaded.MedianMs > 1.4*icmp.Loaded.MedianMs) {
+				t.Errorf("%s: %s loaded median %.2f ms vs ICMP's %.2f ms on the same queue", mode, ps.Kind, ps.Loaded.MedianMs, icmp.Loaded.MedianMs)
+			}
+		}
+		if !irtt && !slices.Contains(res.Servers.Latency, "netperf://10.77.0.1:12865") {
+			t.Errorf("%s: latency servers %v do not name the netperf server's UDP_RR", mode, res.Servers.Latency)
 		}
 		if res.Loaded.Count == 0 || res.Idle.Count == 0 {
 			t.Errorf("%s: no latency samples (idle %d, loaded %d)", mode, res.Idle.Count, res.Loaded.Count)

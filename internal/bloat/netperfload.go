@@ -90,6 +90,11 @@ func (c *client) netperfPhase(ctx context.Context, p plannedPhase) error {
 				errs[i] = err
 				return
 			}
+			// Stock netserver leaves the response's length 0; a server that
+			// limits tests may say there how long it grants.
+			if got := time.Duration(t.Response.TestLength) * time.Second; got > 0 && got < p.end-p.start {
+				c.note("the netperf server grants %v per test, shorter than the %v phase: its streams end early", got, p.end-p.start)
+			}
 			st := &stream{dir: dir, label: label, dscp: dscp, conn: t.Conn, done: make(chan struct{})}
 			if dir == DirUp {
 				st.base, _ = bytesAcked(st.conn)
@@ -209,8 +214,183 @@ func (c *client) stopNetPerf(ctx context.Context, streams []*stream, tests []*ne
 	}
 }
 
-// netperfProbes keeps the probes a netperf run can have: ICMP echo to the
-// server, and the irtt server's if one was given.
+// netperfProbes sets up the latency probes of a netperf run: ICMP echo to
+// the server, and, unless an irtt server takes the UDP probes, one
+// netperf UDP_RR test per UDP probe kind (flent's RRUL measures UDP
+// latency with UDP_RR too), each marked on both ends with its kind's DSCP.
+// A kind whose UDP_RR the server refuses or does not answer is left out
+// with a note: such a server still carries the load, and ICMP still
+// measures it.
 func (c *client) netperfProbes(ctx context.Context) error {
-	return c.stockProbes("netperf", "a netserver answers only netperf's own tests")
+	if c.o.IRTT != "" {
+		return c.stockProbes("netperf", "a netserver answers only netperf's own tests")
+	}
+	type want struct {
+		name string
+		dscp int
+		at   int // index in c.kinds
+	}
+	var ws []want
+	for i, k := range c.kinds {
+		if k.protocol == "sqm" {
+			ws = append(ws, want{k.name, k.dscp, i})
+		}
+	}
+	made := make([]*kind, len(ws))
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			made[i], errs[i] = c.netperfRRKind(ctx, w.name, w.dscp)
+		}()
+	}
+	wg.Wait()
+	for i, w := range ws {
+		c.kinds[w.at].conn.Close()
+		c.kinds[w.at] = made[i]
+		if errs[i] != nil {
+			c.note("%s probes: no netperf UDP_RR (%v); latency from the other probes", w.name, errs[i])
+		}
+	}
+	kept := c.kinds[:0]
+	for _, k := range c.kinds {
+		if k != nil {
+			kept = append(kept, k)
+		}
+	}
+	c.kinds = kept
+	if len(c.kinds) == 0 {
+		return fmt.Errorf("bloat: no latency probes for the netperf server %s: its UDP_RR did not answer, and ICMP is unavailable (run as root or allow it with net.ipv4.ping_group_range), or give an irtt server", c.server.Addr())
+	}
+	return nil
+}
+
+// rrSockets is how many sockets a UDP_RR probe kind sends from, in turn:
+// netserver's answers carry nothing of the request, so a probe is known
+// by the socket its answer arrives on, and a socket's earlier probe must
+// be answered (or lost) by the time its turn comes again: 16 probes at the
+// default 200 ms leave 3.2 s, more than any queue the test is for.
+const rrSockets = 16
+
+// rrCheckWait bounds the wait for the answer to the datagram that checks
+// a UDP_RR test works before the run.
+const rrCheckWait = 2 * time.Second
+
+// netperfRRKind opens one UDP_RR probe kind: the test, its sockets, and a
+// reader per socket that turns each answer into the reply to that
+// socket's outstanding probe.
+func (c *client) netperfRRKind(ctx context.Context, name string, dscp int) (*kind, error) {
+	rr, err := c.np.UDPRR(ctx, c.total+maxLateReplyWait+5*time.Second, dscp, 1)
+	if err != nil {
+		return nil, err
+	}
+	network := "udp" + c.o.Network[3:]
+	mc := &rrConn{rr: rr, replies: make(chan reply, rrSockets)}
+	for range rrSockets {
+		var conn *net.UDPConn
+		err := c.o.Enter(func() error {
+			var err error
+			conn, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(rr.Data))
+			return err
+		})
+		if err != nil {
+			mc.Close()
+			return nil, fmt.Errorf("open a socket to its UDP_RR port %v: %w", rr.Data, err)
+		}
+		if dscp != 0 {
+			if err := setDSCP(conn, dscp); err != nil {
+				c.note("cannot mark %s probes with DSCP %d: %v", name, dscp, err)
+			}
+		}
+		enableRxTimestamps(conn)
+		mc.conns = append(mc.conns, conn)
+	}
+	// One datagram first, outside the run: a server whose data ports a
+	// firewall closes for UDP accepts the test and never answers.
+	probe := []byte{0x5a}
+	mc.conns[0].SetReadDeadline(time.Now().Add(rrCheckWait))
+	mc.conns[0].Write(probe)
+	var b [64]byte
+	if _, err := mc.conns[0].Read(b[:]); err != nil {
+		mc.Close()
+		return nil, fmt.Errorf("its UDP_RR test at %v did not answer within %v (is UDP to its data ports filtered?)", rr.Data, rrCheckWait)
+	}
+	mc.conns[0].SetReadDeadline(time.Time{})
+
+	k := &kind{name: name, dscp: dscp, conn: mc, downDSCP: -1, upDSCP: -1,
+		server: c.server.String(), protocol: "netperf"}
+	// outstanding[i] is 1 + the probe sent last from socket i, 0 if none.
+	var outstanding [rrSockets]uint64
+	k.send = func(seq uint64, t time.Duration) error {
+		i := seq % rrSockets
+		k.mu.Lock()
+		outstanding[i] = seq + 1
+		k.mu.Unlock()
+		_, err := mc.conns[i].Write(probe)
+		return err
+	}
+	for i, conn := range mc.conns {
+		mc.wg.Add(1)
+		go func() {
+			defer mc.wg.Done()
+			buf := make([]byte, 64)
+			oob := make([]byte, 128)
+			for {
+				_, _, at, tos, err := readStamped(conn, buf, oob)
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				if err != nil {
+					time.Sleep(time.Millisecond) // e.g. ICMP port unreachable
+					continue
+				}
+				k.mu.Lock()
+				o := outstanding[i]
+				outstanding[i] = 0
+				if o != 0 {
+					k.downDSCP = tos
+				}
+				k.mu.Unlock()
+				if o != 0 {
+					mc.replies <- reply{at: at, seq: o - 1, ok: true}
+				}
+			}
+		}()
+	}
+	k.read = func([]byte) (reply, error) {
+		r, ok := <-mc.replies
+		if !ok {
+			return reply{}, net.ErrClosed
+		}
+		return r, nil
+	}
+	return k, nil
+}
+
+// rrConn is a UDP_RR probe kind's sockets and test; closing it ends the
+// test, closes the sockets and, once their readers are done, the replies.
+type rrConn struct {
+	rr      *netperf.RR
+	conns   []*net.UDPConn
+	replies chan reply
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func (m *rrConn) Close() error {
+	m.once.Do(func() {
+		var first net.Conn
+		if len(m.conns) > 0 {
+			first = m.conns[0]
+		}
+		m.rr.End(first)
+		for _, c := range m.conns {
+			c.Close()
+		}
+		m.wg.Wait()
+		close(m.replies)
+	})
+	return nil
 }

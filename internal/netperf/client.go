@@ -229,3 +229,54 @@ func (s *Stream) Close() error {
 	s.Conn.Close()
 	return s.ctl.Close()
 }
+
+// RR is a running UDP_RR test: the server answers every datagram that
+// reaches its data port with one of Response size, sent back to that
+// datagram's source address and port, until a zero-length datagram ends
+// the test or its length (plus netserver's 4 s of padding) is up. The
+// answers carry nothing of the request, so a client that has several
+// requests in flight tells them apart by sending each from its own socket.
+type RR struct {
+	// Data is the server's UDP data address.
+	Data     netip.AddrPort
+	Response OmniResponse
+	ctl      net.Conn
+}
+
+// RRRequest is the omni request netperf 2.7 sends for `netperf -t UDP_RR
+// -l length -Y dscp,dscp -- -r size,size`.
+func RRRequest(length time.Duration, dscp, size int, family int32) OmniRequest {
+	r := StreamRequest(true, length, dscp, family)
+	r.SocketType, r.Protocol = SockDgram, ProtoUDP
+	r.Direction = DirXmit | DirRecv
+	r.SendWidth, r.RecvWidth = 1, 1
+	r.RequestSize, r.ResponseSize = int32(size), int32(size)
+	return r
+}
+
+// UDPRR starts a UDP_RR test of the given length with requests and
+// responses of size bytes (at least 1: a zero-length datagram ends the
+// test), the server marking its answers with dscp.
+func (c *Client) UDPRR(ctx context.Context, length time.Duration, dscp, size int) (*RR, error) {
+	if size < 1 || size > 65507 {
+		return nil, fmt.Errorf("netperf: UDP_RR size %d is not 1..65507", size)
+	}
+	req := RRRequest(length, dscp, size, family(c.Server.Addr()))
+	ctl, resp, err := c.request(ctx, "UDP_RR", &req)
+	if err != nil {
+		return nil, err
+	}
+	return &RR{Data: netip.AddrPortFrom(c.Server.Addr(), uint16(resp.DataPort)), Response: resp, ctl: ctl}, nil
+}
+
+// End ends the test the way netperf does, with zero-length datagrams on
+// conn (a socket connected to Data), and closes the control connection
+// without waiting for the server's results.
+func (r *RR) End(conn net.Conn) {
+	if conn != nil {
+		for range 3 {
+			conn.Write(nil)
+		}
+	}
+	r.ctl.Close()
+}
