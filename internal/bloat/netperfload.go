@@ -262,7 +262,14 @@ func (c *client) netperfProbes(ctx context.Context) error {
 	}
 	c.kinds = kept
 	if len(c.kinds) == 0 {
-		return fmt.Errorf("bloat: no latency probes for the netperf server %s: its UDP_RR did not answer, and ICMP is unavailable (run as root or allow it with net.ipv4.ping_group_range), or give an irtt server", c.server.Addr())
+		why := "it runs no UDP_RR"
+		for _, err := range errs {
+			if err != nil {
+				why = "its UDP_RR failed: " + err.Error()
+				break
+			}
+		}
+		return fmt.Errorf("bloat: no latency probes for the netperf server %s: %s; and ICMP is unavailable (run as root or allow it with net.ipv4.ping_group_range), or give an irtt server", c.server.Addr(), why)
 	}
 	return nil
 }
