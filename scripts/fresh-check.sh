@@ -28,7 +28,9 @@
 #   SQM_FRESH_REBUILD  1: debootstrap again even if the tarball exists
 #   SQM_FRESH_KEEP     1: keep the work directory (the root) afterwards
 #   SQM_FRESH_STEPS    what to run inside (default "demo test"; "test" for
-#                      only the tests; empty: only build and enter the root)
+#                      only the tests; "setup" for only scripts/setup.sh,
+#                      the quick check of a change to what it installs;
+#                      empty: only build and enter the root)
 set -eu
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +47,7 @@ die() {
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, mounts)"
 for s in $steps; do
-	case $s in demo | test) ;; *) die "SQM_FRESH_STEPS: unknown step \"$s\" (want demo and/or test)" ;; esac
+	case $s in setup | demo | test) ;; *) die "SQM_FRESH_STEPS: unknown step \"$s\" (want setup, demo and/or test)" ;; esac
 done
 [ -x /usr/local/go/bin/go ] || die "no Go toolchain at /usr/local/go to copy into the root"
 command -v unshare >/dev/null || die "unshare (util-linux) not found"
