@@ -35,13 +35,13 @@ const (
 
 // test is a checked omni request: only what the server acts on.
 type test struct {
-	kind       testKind
-	length     time.Duration
-	ioSize     int // bytes per send or receive call (stream tests)
-	reqSize    int // RR: request and response sizes
-	rspSize    int
-	tos        int // -1: not asked for
-	wantCong   bool
+	kind     testKind
+	length   time.Duration
+	ioSize   int // bytes per send or receive call (stream tests)
+	reqSize  int // RR: request and response sizes
+	rspSize  int
+	tos      int // -1: not asked for
+	wantCong bool
 }
 
 // check turns an omni request into a test, or refuses it with what is
