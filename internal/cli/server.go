@@ -108,6 +108,9 @@ Example, on a host beyond the router:
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
+				if netperfSrv.on && netperfSrv.addr == "" {
+					return usageError("server takes no arguments, got %q (--netperf takes its address with '=': --netperf=%s)", args, args[0])
+				}
 				return usageError("server takes no arguments, got %q", args)
 			}
 			if maxDuration <= 0 || maxStreams <= 0 || maxClients <= 0 || perAddr <= 0 || handshakes <= 0 || handshakesPA <= 0 || hsTimeout <= 0 {
