@@ -28,6 +28,14 @@
 #                      systemd machine; the tests run their own in a netns)
 #   ethtool            no test runs it (internal/netns switches offloads by
 #                      ioctl); kept to inspect offloads by hand
+#   netperf            Debian's netperf 2.7.0 (client and netserver): the
+#                      server and the reference client of `sqm test
+#                      --netperf` in internal/bloat's netperf test. It is in
+#                      Debian's non-free component only: apt-non-free.sh
+#                      adds that component of the machine's own archive,
+#                      pinned so that nothing else comes from it
+#                      (the package's netserver service is not needed; the
+#                      tests run their own netserver in a netns)
 #   flent              TestFlentOpens and the e2e test open our .flent.gz
 #   python3-matplotlib flent's plotting (only a Recommends of flent, so
 #                      --no-install-recommends alone leaves flent unable to
@@ -48,7 +56,7 @@
 #                      the page tests' screenshots show no readable text
 set -eu
 
-pkgs="qemu-system-x86 qemu-system-mips qemu-system-arm qemu-user-static linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
+pkgs="qemu-system-x86 qemu-system-mips qemu-system-arm qemu-user-static linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt netperf ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
 
 missing=""
 for p in $pkgs; do
@@ -66,6 +74,9 @@ else
 	fi
 	echo "setup: installing$missing"
 	export DEBIAN_FRONTEND=noninteractive
+	case " $missing " in
+	*" netperf "*) "$(dirname "$0")/apt-non-free.sh" /etc/apt ;;
+	esac
 	# Wait for another apt/dpkg run (unattended-upgrades, a colleague's
 	# setup) instead of failing on its lock.
 	apt-get -o DPkg::Lock::Timeout=600 update -q
@@ -77,7 +88,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 qemu-system-mipsel qemu-system-arm qemu-mips-static apt-get dpkg /sbin/depmod /sbin/modprobe busybox ip tc iperf3 ping irtt ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
+for c in qemu-system-x86_64 qemu-system-mipsel qemu-system-arm qemu-mips-static apt-get dpkg /sbin/depmod /sbin/modprobe busybox ip tc iperf3 ping irtt netperf netserver ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # busybox must have its ash applet: the OpenWrt script tests run it.

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"sqm/internal/netperf"
 	"sqm/internal/stats"
 )
 
@@ -55,6 +56,11 @@ type Options struct {
 	// port 5201 if absent) that carries the load instead of an 'sqm
 	// server' (Addr must then be empty); see iperf3load.go.
 	IPerf3 string
+	// NetPerf, if set, is a stock netperf server, netserver ("host" or
+	// "host:port", port 12865 if absent), that carries the load instead of
+	// an 'sqm server' (Addr must then be empty), with Secret, if set, as
+	// its passphrase (netserver -Z); see netperfload.go.
+	NetPerf string
 	// Enter, if set, wraps the creation of every socket the client opens
 	// (control, load streams, probes): it must call fn on an OS thread that
 	// is inside the wanted network namespace and return fn's error, which
@@ -208,7 +214,8 @@ type client struct {
 	// welcome), less endMargin: nothing the client waits for after its
 	// schedule may go past it.
 	end      time.Time
-	server   netip.AddrPort // resolved from the control connection
+	server   netip.AddrPort  // resolved from the control connection
+	np       *netperf.Client // the netperf server's client (Options.NetPerf)
 	token    [tokenLen]byte
 	kinds    []*kind
 	notes    []string
@@ -249,12 +256,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	c.total = plan[len(plan)-1].end
 	addr := HostPort(o.Addr)
 
-	var ctl net.Conn // an sqm server's control connection; none for iperf3
-	if o.IPerf3 != "" {
+	var ctl net.Conn // an sqm server's control connection; none for iperf3 or netperf
+	switch {
+	case o.IPerf3 != "":
 		if err := c.resolveIPerf3(ctx); err != nil {
 			return nil, err
 		}
-	} else {
+	case o.NetPerf != "":
+		if err := c.resolveNetPerf(ctx); err != nil {
+			return nil, err
+		}
+	default:
 		var err error
 		ctl, err = c.dial(ctx, addr, DSCPCS0)
 		if err != nil {
@@ -280,8 +292,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			k.conn.Close()
 		}
 	}()
-	if o.IPerf3 != "" {
-		if err := c.iperf3Probes(); err != nil {
+	switch {
+	case o.IPerf3 != "":
+		if err := c.stockProbes("iperf3", "an iperf3 server answers only ICMP echo"); err != nil {
+			return nil, err
+		}
+	case o.NetPerf != "":
+		if err := c.netperfProbes(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -414,6 +431,12 @@ func (c *client) runPhases(ctx context.Context, plan []plannedPhase) error {
 		c.phase.Store(p.name)
 		if c.o.IPerf3 != "" {
 			if err := c.iperf3Phase(ctx, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.o.NetPerf != "" {
+			if err := c.netperfPhase(ctx, p); err != nil {
 				return err
 			}
 			continue

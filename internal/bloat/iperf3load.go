@@ -30,15 +30,24 @@ import (
 // An iperf3 server answers no latency probes of ours, so the probes are
 // ICMP echo to the same host unless Options.IRTT names an irtt server.
 
-// loadServer checks the choice of load server.
+// loadServer checks the choice of load server: exactly one of an sqm
+// server, an iperf3 server and a netperf server.
 func (o *Options) loadServer() error {
+	var given []string
+	for _, s := range []struct{ what, addr string }{{"an sqm server", o.Addr}, {"an iperf3 server", o.IPerf3}, {"a netperf server", o.NetPerf}} {
+		if s.addr != "" {
+			given = append(given, fmt.Sprintf("%s (%s)", s.what, s.addr))
+		}
+	}
 	switch {
-	case o.IPerf3 != "" && o.Addr != "":
-		return fmt.Errorf("bloat: both an sqm server (%s) and an iperf3 server (%s) given for the load; choose one", o.Addr, o.IPerf3)
-	case o.IPerf3 == "" && o.Addr == "":
-		return errors.New("bloat: no server address; give HOST[:PORT] of a host running 'sqm server', or an iperf3 server")
+	case len(given) > 1:
+		return fmt.Errorf("bloat: %s given for the load; choose one", strings.Join(given, " and "))
+	case len(given) == 0:
+		return errors.New("bloat: no server address; give HOST[:PORT] of a host running 'sqm server', or an iperf3 or netperf server")
 	case o.IPerf3 != "" && o.Mode == ModeIdle:
 		return errors.New("bloat: idle mode puts no load on the link; it needs no iperf3 server")
+	case o.NetPerf != "" && o.Mode == ModeIdle:
+		return errors.New("bloat: idle mode puts no load on the link; it needs no netperf server")
 	case o.IPerf3 != "" && o.Mode == ModeSpeedtest && o.Streams > 128:
 		return fmt.Errorf("bloat: %d streams; an iperf3 test takes at most 128", o.Streams)
 	}
@@ -47,29 +56,40 @@ func (o *Options) loadServer() error {
 			return err
 		}
 	}
+	if o.NetPerf != "" {
+		if _, _, err := netperfHostPort(o.NetPerf); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // iperf3HostPort adds iperf3's default port to addr when it names none.
 func iperf3HostPort(addr string) (host string, port uint16, err error) {
-	h, p, err := net.SplitHostPort(withPort(addr, iperf3.DefaultPort))
+	return stockHostPort("iperf3", addr, iperf3.DefaultPort)
+}
+
+// stockHostPort splits the address of a stock server (iperf3, netperf),
+// adding its default port when addr names none.
+func stockHostPort(what, addr string, def int) (host string, port uint16, err error) {
+	h, p, err := net.SplitHostPort(withPort(addr, def))
 	if err != nil {
-		return "", 0, fmt.Errorf("bloat: iperf3 server %q: want HOST or HOST:PORT", addr)
+		return "", 0, fmt.Errorf("bloat: %s server %q: want HOST or HOST:PORT", what, addr)
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	if err != nil || n == 0 {
-		return "", 0, fmt.Errorf("bloat: iperf3 server %q: port %q is not 1..65535", addr, p)
+		return "", 0, fmt.Errorf("bloat: %s server %q: port %q is not 1..65535", what, addr, p)
 	}
 	if h == "" {
-		return "", 0, fmt.Errorf("bloat: iperf3 server %q: no host", addr)
+		return "", 0, fmt.Errorf("bloat: %s server %q: no host", what, addr)
 	}
 	return h, uint16(n), nil
 }
 
-// resolveIPerf3 finds the iperf3 server's address once, so every test of
-// the run, and the ICMP probes, go to the same host.
-func (c *client) resolveIPerf3(ctx context.Context) error {
-	host, port, err := iperf3HostPort(c.o.IPerf3)
+// resolveStock finds a stock load server's address once, so every test
+// of the run, and the ICMP probes, go to the same host.
+func (c *client) resolveStock(ctx context.Context, what, addr string, def int) error {
+	host, port, err := stockHostPort(what, addr, def)
 	if err != nil {
 		return err
 	}
@@ -82,29 +102,36 @@ func (c *client) resolveIPerf3(ctx context.Context) error {
 			return err
 		})
 		if err != nil || len(ips) == 0 {
-			return fmt.Errorf("bloat: iperf3 server %s: cannot resolve %s: %v", c.o.IPerf3, host, err)
+			return fmt.Errorf("bloat: %s server %s: cannot resolve %s: %v", what, addr, host, err)
 		}
 		ip = ips[0]
 	}
 	ip = ip.Unmap()
 	if (c.o.Network == "tcp4" && !ip.Is4()) || (c.o.Network == "tcp6" && !ip.Is6()) {
-		return fmt.Errorf("bloat: iperf3 server %s: address %v does not fit %s", c.o.IPerf3, ip, c.o.Network)
+		return fmt.Errorf("bloat: %s server %s: address %v does not fit %s", what, addr, ip, c.o.Network)
 	}
 	c.server = netip.AddrPortFrom(ip, port)
-	// No session limit: an iperf3 server ends a test only 40 s after its
-	// announced time, and each phase announces its own.
+	// No session limit: a stock server ends a test on its own clock (an
+	// iperf3 server 40 s after its announced time, netserver after the
+	// test's length), and each phase asks for its own.
 	c.end = time.Now().Add(c.total + time.Hour)
 	return nil
 }
 
-// iperf3Probes drops the probe kinds that only an sqm server answers and
+// resolveIPerf3 resolves Options.IPerf3.
+func (c *client) resolveIPerf3(ctx context.Context) error {
+	return c.resolveStock(ctx, "iperf3", c.o.IPerf3, iperf3.DefaultPort)
+}
+
+// stockProbes drops the probe kinds that only an sqm server answers and
 // makes sure one kind is left: a run without latency is not a bufferbloat
-// test.
-func (c *client) iperf3Probes() error {
+// test. what names the server (iperf3, netperf) and answers what it
+// answers instead, for the error.
+func (c *client) stockProbes(what, answers string) error {
 	if c.o.IRTT == "" {
 		kept := c.kinds[:0]
 		for _, k := range c.kinds {
-			if strings.HasPrefix(k.name, "udp-") {
+			if strings.HasPrefix(k.name, "udp-") && k.protocol == "sqm" {
 				k.conn.Close()
 				continue
 			}
@@ -113,7 +140,7 @@ func (c *client) iperf3Probes() error {
 		c.kinds = kept
 	}
 	if len(c.kinds) == 0 {
-		return fmt.Errorf("bloat: no latency probes for the iperf3 server %s: an iperf3 server answers only ICMP echo, and ICMP is unavailable (run as root or allow it with net.ipv4.ping_group_range), or give an irtt server", c.server.Addr())
+		return fmt.Errorf("bloat: no latency probes for the %s server %s: %s, and ICMP is unavailable (run as root or allow it with net.ipv4.ping_group_range), or give an irtt server", what, c.server.Addr(), answers)
 	}
 	return nil
 }
@@ -294,8 +321,11 @@ func (c *client) stopIPerf3(ctx context.Context, t *iperf3.Test, streams []*stre
 // servers says which servers a run used, as URLs.
 func (c *client) servers(probes []ProbeSummary) *Servers {
 	s := &Servers{Load: "sqm://" + c.server.String()}
-	if c.o.IPerf3 != "" {
+	switch {
+	case c.o.IPerf3 != "":
 		s.Load = "iperf3://" + c.server.String()
+	case c.o.NetPerf != "":
+		s.Load = "netperf://" + c.server.String()
 	}
 	seen := map[string]bool{}
 	for _, p := range probes {

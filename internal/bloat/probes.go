@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -24,7 +25,9 @@ import (
 type kind struct {
 	name string
 	dscp int
-	conn net.PacketConn
+	// conn is closed when the run ends; it is the socket the probes use
+	// (a netperf kind's: all its sockets and its test).
+	conn io.Closer
 	// server is where the probes go (host:port, ICMP: host) and protocol
 	// what answers them: sqm, irtt or icmp.
 	server, protocol string

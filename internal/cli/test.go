@@ -38,11 +38,12 @@ func cmdTest() *command {
 		irttHMAC  string
 		irttFile  string
 	)
-	var iperf3Addr string // --iperf3: the load goes to this iperf3 server
+	var iperf3Addr string  // --iperf3: the load goes to this iperf3 server
+	var netperfAddr string // --netperf: the load goes to this netserver
 	return &command{
 		name:    "test",
-		summary: "measure bufferbloat against an 'sqm server' or an iperf3 server: goodput, latency idle and under load, grade",
-		usage:   "sqm test [--mode rrul|speedtest|idle] [--duration D] [--json] [--flent F.flent.gz] [--plot F.svg|F.png] HOST[:PORT] | --iperf3 HOST[:PORT]",
+		summary: "measure bufferbloat against an 'sqm server', an iperf3 server or a netperf server: goodput, latency idle and under load, grade",
+		usage:   "sqm test [--mode rrul|speedtest|idle] [--duration D] [--json] [--flent F.flent.gz] [--plot F.svg|F.png] HOST[:PORT] | --iperf3 HOST[:PORT] | --netperf HOST[:PORT]",
 		help: fmt.Sprintf(`Loads the path to an 'sqm server' (default port %d) and measures latency
 before, during and after the load, like flent's RRUL or betterspeedtest.
 
@@ -86,6 +87,17 @@ server answers no latency probes, so they go as ICMP echo to the same host
 marks all streams of a test alike, so RRUL's download markings apply only to
 our ACKs.
 
+--netperf HOST[:PORT] puts the load through a stock netperf server,
+netserver (port 12865), as flent's RRUL and betterspeedtest do, e.g. the
+community's public flent servers: each stream is one netperf test on its own
+control connection, TCP_MAERTS for a download and TCP_STREAM for an upload,
+and the server marks its side of each stream with the stream's DSCP, as
+flent's netperf -Y does. Upload goodput is what the server reports it
+received. netserver answers no latency probes of ours: they go as ICMP echo
+to the same host, or to --irtt (flent's servers run irtt too). A secret
+(--secret-file, SQM_SERVER_SECRET) is sent as netserver's passphrase (-Z),
+in clear text. netserver must let its data ports through any firewall.
+
 Example:
 
   $ sqm test --duration 30s --plot run.svg --flent run.flent.gz 192.0.2.7
@@ -105,6 +117,7 @@ Example:
 			fs.BoolVar(&quiet, "quiet", false, "no progress display")
 			fs.BoolVar(&noICMP, "no-icmp", false, "do not send ICMP echo probes")
 			fs.StringVar(&iperf3Addr, "iperf3", "", "put the load through this iperf3 server, `HOST[:PORT]` (port 5201), instead of an 'sqm server'")
+			fs.StringVar(&netperfAddr, "netperf", "", "put the load through this netperf server (netserver), `HOST[:PORT]` (port 12865), instead of an 'sqm server'")
 			rpmT.register(fs)
 			fs.StringVar(&irttAddr, "irtt", "", "send the latency probes to this irtt server, `HOST[:PORT]` (port 2112), instead of the load server")
 			fs.StringVar(&irttHMAC, "irtt-hmac", "", "HMAC `key` of the irtt server (0x for hex, as irtt takes it); visible in ps: prefer --irtt-hmac-file or $SQM_IRTT_HMAC")
@@ -116,18 +129,22 @@ Example:
 			}
 			addr := ""
 			switch {
+			case iperf3Addr != "" && netperfAddr != "":
+				return usageError("--iperf3 and --netperf each name the load server; give one")
 			case iperf3Addr != "" && len(args) > 0:
 				return usageError("--iperf3 names the load server; give no HOST[:PORT] argument too (got %q)", args)
-			case iperf3Addr == "" && len(args) != 1:
-				return usageError("test needs exactly one server, HOST[:PORT] or --iperf3 HOST[:PORT]; got %d arguments", len(args))
-			case iperf3Addr == "":
+			case netperfAddr != "" && len(args) > 0:
+				return usageError("--netperf names the load server; give no HOST[:PORT] argument too (got %q)", args)
+			case iperf3Addr == "" && netperfAddr == "" && len(args) != 1:
+				return usageError("test needs exactly one server, HOST[:PORT], --iperf3 HOST[:PORT] or --netperf HOST[:PORT]; got %d arguments", len(args))
+			case iperf3Addr == "" && netperfAddr == "":
 				addr = args[0]
 			}
 			secret, err := clientSecret(env, fs, "test", secret, secretF, iperf3Addr)
 			if err != nil {
 				return err
 			}
-			o := bloat.Options{Addr: addr, IPerf3: iperf3Addr, Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
+			o := bloat.Options{Addr: addr, IPerf3: iperf3Addr, NetPerf: netperfAddr, Mode: bloat.Mode(mode), Duration: duration, Interval: interval,
 				Streams: streams, Secret: secret, NoICMP: noICMP, Idle: idle}
 			if idle == 0 {
 				o.Idle = -1
@@ -150,6 +167,9 @@ Example:
 			}
 			if iperf3Addr != "" && o.Mode == bloat.ModeIdle {
 				return usageError("--iperf3 with --mode idle: idle mode puts no load on the link, so it needs no iperf3 server")
+			}
+			if netperfAddr != "" && o.Mode == bloat.ModeIdle {
+				return usageError("--netperf with --mode idle: idle mode puts no load on the link, so it needs no netperf server")
 			}
 			if flentFile != "" && o.Mode != bloat.ModeRRUL {
 				return usageError("--flent needs --mode rrul (flent's plots are for RRUL's series)")
