@@ -329,27 +329,25 @@ func tcpRR(d *net.TCPConn, t *test, end time.Time) result {
 }
 
 // udpRR answers datagrams from the control connection's peer address
-// (the first one fixes its port; any other source is dropped, never
-// answered) with rspSize bytes, one answer per request, until the
-// client's zero-length end-of-test datagram or end.
+// (from any of its ports, as netserver does: a client may keep several
+// probes in flight from several sockets, as sqm test --netperf does; any
+// other source is dropped, never answered) with rspSize bytes, one answer
+// per request, until the client's zero-length end-of-test datagram or end.
 func (s *Server) udpRR(ctx context.Context, pc *net.UDPConn, peer netip.Addr, t *test, end time.Time) result {
 	var r result
 	stop := context.AfterFunc(ctx, func() { pc.Close() })
 	defer stop()
 	pc.SetReadDeadline(end)
 	in, out := make([]byte, maxUDPSize+1), make([]byte, t.rspSize)
-	var from netip.AddrPort
 	for {
 		n, src, err := pc.ReadFromUDPAddrPort(in)
 		if err != nil {
 			r.endedByTime = isTimeout(err)
 			return r
 		}
-		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		if src.Addr() != peer || (from.IsValid() && src != from) {
+		if src.Addr().Unmap() != peer {
 			continue
 		}
-		from = src
 		r.recvCalls++
 		if n == 0 {
 			return r // the client's end of test
