@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,16 @@ import (
 	"sqm/internal/bloat"
 	"sqm/internal/netperf"
 )
+
+// needTools skips unless each tool is in PATH.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (scripts/setup.sh installs it): %v", tool, err)
+		}
+	}
+}
 
 // loopServer runs a netperf server on 127.0.0.1 sharing the admission of a
 // bufferbloat server with lim, until the test ends; it returns the port
@@ -198,6 +209,7 @@ func streamRequest(secs int32) netperf.OmniRequest {
 // only from the control connection's address; another address is closed
 // at once and does not take the test's place.
 func TestServerDataSocketPeerOnly(t *testing.T) {
+	needLoopbackAliases(t)
 	_, _, port := loopServer(t, bloat.Limits{})
 	c, resp := request(t, port, "127.0.0.1", streamRequest(2))
 	if resp.Errno() != 0 {
@@ -247,6 +259,14 @@ func TestServerDataSocketPeerOnly(t *testing.T) {
 	}
 }
 
+// needLoopbackAliases skips where 127.0.0.2 and .3 are not addresses of
+// lo (Linux has all of 127/8 there; macOS and the BSDs only 127.0.0.1).
+func needLoopbackAliases(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs 127.0.0.2 and 127.0.0.3 on lo, as Linux has them, to play a second address")
+	}
+}
+
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
@@ -256,6 +276,7 @@ func isTimeout(err error) bool {
 // server's session slots for its address, its tests count against
 // MaxStreams, and other addresses are refused while the slots are taken.
 func TestServerSharesLimits(t *testing.T) {
+	needLoopbackAliases(t)
 	_, gate, port := loopServer(t, bloat.Limits{MaxClients: 1, MaxStreams: 2})
 	busy := int32(syscall.EBUSY)
 	c1, r1 := request(t, port, "127.0.0.1", streamRequest(30))
