@@ -21,7 +21,19 @@ import (
 // netperfTolerance is how far (relative) sqm's goodput through a netserver
 // may be from Debian's own netperf client's on the same shaped link, run
 // just before or just after it with the same streams (check, as in
-// TestIPerf3Load). See TestNetPerfLoad for the measured spread.
+// TestIPerf3Load). Over 10 runs on this machine (2 cores shared with other
+// work, load average 6-13), sqm's own goodput stayed within 18.71-19.14
+// Mbit/s (speedtest) and 17.90-18.73 (RRUL) each way, and differed from
+// the nearer netperf reference by -2.0..+2.3 % in every case, from both
+// by at most +-3.3 % in all but three: references of 16.91 (+10.2 %),
+// 17.62 (+5.7 %) and, once, 10.81 and 11.14 Mbit/s for both directions of
+// one RRUL reference run (cause not found; netperfClients logs its
+// streams' spans when that happens), while sqm's runs between them read
+// 18.3-18.7. A run of eight RRUL references in a row read 16.72-18.79.
+// 10 % is three times the spread of agreeing runs and still fails the
+// counting errors iperf3Tolerance's comment measured on this link (+25-60 %
+// for a download counted by the bytes the server sent, -17 % for a phase
+// charged with its tests' setup).
 const netperfTolerance = 0.10
 
 // requireNetPerf skips the test when Debian's netperf package is missing.
@@ -151,7 +163,15 @@ func netperfClients(t *testing.T, p *nsPair, secs int, tests ...[2]string) (down
 		if bytes == 0 {
 			return 0
 		}
-		return bytes * 8 / last.Sub(first).Seconds() / 1e6
+		mbps := bytes * 8 / last.Sub(first).Seconds() / 1e6
+		if mbps < 10 { // far below the link: say how each stream ran
+			for i, o := range outs {
+				if tests[i][0] == test {
+					t.Logf("%s %s: %.0f bytes from %+.3f to %+.3f s", test, tests[i][1], o.bytes, o.start.Sub(first).Seconds(), o.end.Sub(first).Seconds())
+				}
+			}
+		}
+		return mbps
 	}
 	for _, o := range outs {
 		if o.err != nil {
@@ -190,13 +210,13 @@ func TestNetPerfLoad(t *testing.T) {
 		t.Helper()
 		var ds []string
 		ok := false
+		// A reference far below the link measured something else (see
+		// netperfClients, which then logs its streams' spans): sqm must
+		// agree with a reference that measured the link.
 		for _, want := range refs {
 			d := (got - want) / want
 			ds = append(ds, fmt.Sprintf("%.2f (%+.1f%%)", want, 100*d))
-			if want < 10 {
-				t.Errorf("%s: netperf's client got %.2f Mbit/s, far below the 20 Mbit/s link", name, want)
-			}
-			ok = ok || math.Abs(d) <= netperfTolerance
+			ok = ok || (want >= 10 && math.Abs(d) <= netperfTolerance)
 		}
 		t.Logf("%s: sqm %.2f Mbit/s, netperf before and after %s", name, got, strings.Join(ds, ", "))
 		if !ok {

@@ -93,10 +93,11 @@ community's public flent servers: each stream is one netperf test on its own
 control connection, TCP_MAERTS for a download and TCP_STREAM for an upload,
 and the server marks its side of each stream with the stream's DSCP, as
 flent's netperf -Y does. Upload goodput is what the server reports it
-received. netserver answers no latency probes of ours: they go as ICMP echo
-to the same host, or to --irtt (flent's servers run irtt too). A secret
-(--secret-file, SQM_SERVER_SECRET) is sent as netserver's passphrase (-Z),
-in clear text. netserver must let its data ports through any firewall.
+received. The UDP probes are netperf UDP_RR tests, one per marking, and ICMP
+echo goes to the same host; --irtt sends the UDP probes to an irtt server
+instead (flent's public servers run both). A secret (--secret-file,
+SQM_SERVER_SECRET) is sent as netserver's passphrase (-Z), in clear text.
+netserver must let its data ports (TCP and UDP) through any firewall.
 
 Example:
 

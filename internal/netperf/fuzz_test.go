@@ -2,8 +2,13 @@ package netperf
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"math"
+	"net"
+	"net/netip"
 	"testing"
+	"time"
 )
 
 // FuzzMessage feeds arbitrary bytes to the parser and every decoder, and
@@ -88,3 +93,51 @@ func FuzzMessage(f *testing.F) {
 // sameFloats compares two floats by their bits, since a NaN that came
 // back unchanged is still unequal to itself.
 func sameFloats(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }
+
+// FuzzClientAnswer gives the client arbitrary bytes as a server's answer
+// to a stream request: it must return an error or a started test, never
+// hang or panic, and start a test only on a well-formed response with a
+// usable data port.
+func FuzzClientAnswer(f *testing.F) {
+	for _, name := range []string{"stream.msgs", "maerts.msgs"} {
+		f.Add(readCapture(f, name).msgs[1])
+	}
+	e := ErrorResponse(MsgDoOmni, 16)
+	b, _ := e.MarshalBinary()
+	f.Add(b)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		dataDialed := false
+		c := &Client{Server: netip.MustParseAddrPort("192.0.2.1:12865"), Timeout: time.Second,
+			DialTCP: func(ctx context.Context, addr netip.AddrPort, dscp int) (net.Conn, error) {
+				if addr.Port() != 12865 {
+					dataDialed = true
+					a, b := net.Pipe()
+					b.Close()
+					return a, nil
+				}
+				a, b := net.Pipe()
+				go func() {
+					defer b.Close()
+					b.SetDeadline(time.Now().Add(time.Second))
+					io.ReadFull(b, make([]byte, MessageSize))
+					b.Write(answer)
+				}()
+				return a, nil
+			}}
+		s, err := c.Stream(context.Background(), true, time.Second, 0)
+		// The client reads one message; what follows it is not its business.
+		m, perr := ParseMessage(answer[:min(len(answer), MessageSize)])
+		ok := perr == nil && m.Errno() == 0 && m.Type == MsgOmniResponse
+		if ok {
+			r, _ := DecodeOmniResponse(&m)
+			ok = r.DataPort > 0 && r.DataPort <= 65535
+		}
+		if (err == nil) != ok || dataDialed != ok {
+			t.Fatalf("answer % x...: started %v (data dialled %v), error %v; want started %v", answer[:min(len(answer), 16)], err == nil, dataDialed, err, ok)
+		}
+		if s != nil {
+			s.Close()
+		}
+	})
+}

@@ -32,7 +32,6 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"syscall"
 )
 
 // DefaultPort is netserver's control port.
@@ -223,18 +222,42 @@ func WriteMessage(w io.Writer, m *Message) error {
 	return nil
 }
 
-// ErrnoText says what a response's errno means: the server's system error
-// for the numbers the host knows, netserver's own for ErrnoUnknownTest.
+// ErrnoText says what a response's errno means. The number is the
+// server's system error, so it is read with Linux's numbering (x86, arm
+// and most others; a netserver is nearly always one of those), not the
+// client's own, which differs on mips and alpha; numbers outside the
+// table are given as they are.
 func ErrnoText(e int32) string {
-	switch {
-	case e == 0:
+	if e == 0 {
 		return "no error"
-	case e == ErrnoUnknownTest:
+	}
+	if e == ErrnoUnknownTest {
 		return "the server does not know this test"
-	case e > 0 && e < 4096:
-		return syscall.Errno(e).Error()
+	}
+	if s, ok := linuxErrno[e]; ok {
+		return s
 	}
 	return fmt.Sprintf("unknown error %d", e)
+}
+
+// linuxErrno names the errors a netserver answers a test with: failures
+// to create, bind, listen on or accept its data socket, or to send or
+// receive on it, and the busy or refused answers of a server that limits.
+var linuxErrno = map[int32]string{
+	1: "operation not permitted (EPERM)", 2: "no such file or directory (ENOENT)",
+	4: "interrupted system call (EINTR)", 9: "bad file descriptor (EBADF)",
+	11: "resource temporarily unavailable (EAGAIN)", 12: "cannot allocate memory (ENOMEM)",
+	13: "permission denied (EACCES)", 16: "device or resource busy (EBUSY)",
+	22: "invalid argument (EINVAL)", 23: "too many open files in system (ENFILE)",
+	24: "too many open files (EMFILE)", 28: "no space left on device (ENOSPC)",
+	32: "broken pipe (EPIPE)", 92: "protocol not available (ENOPROTOOPT)",
+	93: "protocol not supported (EPROTONOSUPPORT)", 94: "socket type not supported (ESOCKTNOSUPPORT)",
+	95: "operation not supported (EOPNOTSUPP)", 97: "address family not supported (EAFNOSUPPORT)",
+	98: "address already in use (EADDRINUSE)", 99: "cannot assign requested address (EADDRNOTAVAIL)",
+	100: "network is down (ENETDOWN)", 101: "network is unreachable (ENETUNREACH)",
+	103: "connection aborted (ECONNABORTED)", 104: "connection reset by peer (ECONNRESET)",
+	105: "no buffer space available (ENOBUFS)", 110: "connection timed out (ETIMEDOUT)",
+	111: "connection refused (ECONNREFUSED)", 113: "no route to host (EHOSTUNREACH)",
 }
 
 // field is a cursor over a message's test-specific data that reads or
