@@ -234,6 +234,13 @@ func (s *Server) flushLogs(ctx context.Context) {
 // empty) and serves until ctx is cancelled. network is "tcp", "tcp4" or
 // "tcp6". ready, if not nil, is called with the TCP address once listening.
 func ListenAndServe(ctx context.Context, network, addr string, lim Limits, logf func(string, ...any), ready func(net.Addr)) error {
+	return NewServer(lim, logf).ListenAndServe(ctx, network, addr, ready)
+}
+
+// ListenAndServe is the package's ListenAndServe for a server made with
+// NewServer: for a caller that shares the server's admission (Gate
+// methods) with another listener.
+func (s *Server) ListenAndServe(ctx context.Context, network, addr string, ready func(net.Addr)) error {
 	if addr == "" {
 		addr = fmt.Sprintf(":%d", DefaultPort)
 	}
@@ -251,7 +258,7 @@ func ListenAndServe(ctx context.Context, network, addr string, lim Limits, logf 
 	if ready != nil {
 		ready(ln.Addr())
 	}
-	return NewServer(lim, logf).Serve(ctx, ln, pc)
+	return s.Serve(ctx, ln, pc)
 }
 
 func peerAddr(a net.Addr) netip.Addr {

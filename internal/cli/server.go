@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/netperf"
 	"sqm/internal/units"
 )
 
@@ -38,11 +39,12 @@ func cmdServer() *command {
 		secret       string
 		secretFile   string
 		rpmSrv       rpmServerFlags
+		netperfSrv   netperfFlag
 	)
 	return &command{
 		name:    "server",
 		summary: "serve load and latency probes for 'sqm test' clients",
-		usage:   "sqm server [--listen ADDR] [--secret-file FILE] [--max-clients N] [--max-clients-per-addr N] [limits...]",
+		usage:   "sqm server [--listen ADDR] [--netperf[=ADDR]] [--secret-file FILE] [--max-clients N] [--max-clients-per-addr N] [limits...]",
 		help: fmt.Sprintf(`Runs the far end of 'sqm test': TCP load in both directions, UDP latency
 probes answered with server timestamps, and a small control protocol.
 
@@ -73,11 +75,23 @@ any other path gets an empty 404. Per address (IPv6: /64) it keeps 256
 connections (a new one replaces the one idle longest), 256 requests and
 64 transfers at once; a transfer that moves nothing for 10 s is ended.
 
+--netperf also answers netperf clients (netperf 2.6 or later, flent's
+RRUL, betterspeedtest.sh) as netserver does, on TCP port %d of the
+--listen host or on --netperf=ADDR: omni TCP_STREAM, TCP_MAERTS, TCP_RR
+and UDP_RR tests in seconds (-l), each on a data port the server picks
+on the control connection's address, open to that peer only. The tests
+an address runs at once are one test of this server's: --max-streams of
+them, --max-duration each and, from the first to the last, no longer
+than --max-duration plus 30 s. With a secret a netperf client must give
+-Z PASSPHRASE (printed at start; netperf sends it in clear); flent and
+betterspeedtest.sh cannot, so run those against a server without one.
+Off by default: a stock netperf client can prove no secret.
+
 Example, on a host beyond the router:
 
   $ head -c 24 /dev/urandom | base64 > /etc/sqm-server.secret
   $ sqm server --secret-file /etc/sqm-server.secret --max-clients 2
-  sqm server: listening on [::]:%d (tcp and udp); ...`, bloat.DefaultPort, serverSecretEnv, bloat.DefaultPort, bloat.DefaultPort),
+  sqm server: listening on [::]:%d (tcp and udp); ...`, bloat.DefaultPort, serverSecretEnv, bloat.DefaultPort, netperf.DefaultPort, bloat.DefaultPort),
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", bloat.DefaultPort), "`address` to listen on, TCP and UDP; the default is every address (e.g. 192.0.2.1:12866, [::1]:9000)")
 			units.DurationVar(fs, &maxDuration, "max-duration", 3*time.Minute, "longest test a client may run, idle lead and tail included (a session may last up to 30s longer while the client drains its uploads)")
@@ -90,9 +104,13 @@ Example, on a host beyond the router:
 			fs.StringVar(&secretFile, "secret-file", "", "read the shared secret clients must know from the first line of `FILE`")
 			fs.StringVar(&secret, "secret", "", "shared secret clients must know (sent as an HMAC, never in clear); visible in ps: prefer --secret-file or "+serverSecretEnv)
 			rpmSrv.register(fs)
+			fs.Var(&netperfSrv, "netperf", fmt.Sprintf("also answer netperf clients (flent, betterspeedtest.sh) on TCP port %d of the --listen host, or on --netperf=`ADDR`", netperf.DefaultPort))
 		},
 		run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
+				if netperfSrv.on && netperfSrv.addr == "" {
+					return usageError("server takes no arguments, got %q (--netperf takes its address with '=': --netperf=%s)", args, args[0])
+				}
 				return usageError("server takes no arguments, got %q", args)
 			}
 			if maxDuration <= 0 || maxStreams <= 0 || maxClients <= 0 || perAddr <= 0 || handshakes <= 0 || handshakesPA <= 0 || hsTimeout <= 0 {
@@ -119,7 +137,13 @@ Example, on a host beyond the router:
 			defer stopRPM()
 			lim := bloat.Limits{MaxDuration: maxDuration, MaxStreams: maxStreams, MaxClients: maxClients, Secret: secret,
 				MaxClientsPerAddr: perAddr, MaxHandshakes: handshakes, MaxHandshakesPerAddr: handshakesPA, HandshakeTimeout: hsTimeout}
-			err = bloat.ListenAndServe(ctx, "tcp", listen, lim, logger.Printf, func(a net.Addr) {
+			srv := bloat.NewServer(lim, logger.Printf)
+			stopNetperf, err := netperfSrv.start(ctx, listen, srv, lim, logger.Printf)
+			if err != nil {
+				return err
+			}
+			defer stopNetperf()
+			err = srv.ListenAndServe(ctx, "tcp", listen, func(a net.Addr) {
 				auth := "no secret: anyone who can reach it may test"
 				if secret != "" {
 					auth = "secret from " + source
@@ -134,6 +158,82 @@ Example, on a host beyond the router:
 			return nil
 		},
 	}
+}
+
+// netperfFlag is --netperf: off by default, since a stock netperf client
+// can prove no secret (only send a passphrase in clear) and a netserver
+// port is one more a stranger can load the uplink through. Given alone it
+// serves netserver's port on the --listen host; --netperf=ADDR names the
+// address. (A boolean flag, so --netperf ADDR with a space is an
+// argument, which `sqm server` refuses.)
+type netperfFlag struct {
+	on   bool
+	addr string
+}
+
+func (f *netperfFlag) String() string {
+	switch {
+	case f == nil || !f.on:
+		return ""
+	case f.addr == "":
+		return "true"
+	}
+	return f.addr
+}
+
+func (f *netperfFlag) Set(v string) error {
+	switch v {
+	case "true":
+		f.on, f.addr = true, ""
+	case "false":
+		f.on, f.addr = false, ""
+	default:
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return fmt.Errorf("want HOST:PORT or :PORT (e.g. :12865, 192.0.2.1:12865), got %q", v)
+		}
+		f.on, f.addr = true, v
+	}
+	return nil
+}
+
+func (f *netperfFlag) IsBoolFlag() bool { return true }
+
+// start listens (so a taken port is an error before the server starts)
+// and serves netperf clients beside srv, sharing its admission; the
+// returned func stops it and waits for its tests to end.
+func (f *netperfFlag) start(ctx context.Context, listen string, srv *bloat.Server, lim bloat.Limits, logf func(string, ...any)) (func(), error) {
+	if !f.on {
+		return func() {}, nil
+	}
+	addr := f.addr
+	if addr == "" {
+		host, _, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, usageError("--listen %q: %v", listen, err)
+		}
+		addr = net.JoinHostPort(host, fmt.Sprint(netperf.DefaultPort))
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--netperf: listen tcp %s: %w (is netserver running? choose another with --netperf=ADDR)", addr, err)
+	}
+	auth := "no secret: anyone who can reach it may run netperf tests"
+	if lim.Secret != "" {
+		auth = "netperf clients must give -Z " + netperf.Passphrase(lim.Secret) + " (sent in clear; it opens netperf tests only)"
+	}
+	logf("sqm server: netperf: listening on %s (tcp)%s; %s; limits: %v per test, %d tests per address at once", ln.Addr(), everyAddress(ln.Addr()), auth, lim.MaxDuration, lim.MaxStreams)
+	s := netperf.NewServer(netperf.ServerConfig{Gate: srv, MaxDuration: lim.MaxDuration, MaxTests: lim.MaxStreams,
+		HandshakeTimeout: lim.HandshakeTimeout, Secret: lim.Secret, SetDSCP: bloat.SetDSCP})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Serve(ctx, ln); err != nil {
+			logf("sqm server: netperf: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // everyAddress notes when the server is reachable on all of the host's

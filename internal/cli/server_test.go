@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/netperf"
 )
 
 func TestServerSecretSources(t *testing.T) {
@@ -158,5 +160,39 @@ func TestServerCommand(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("server exit %d:\n%s", code, log.String())
+	}
+}
+
+// TestServerNetperfFlag: --netperf's forms, its errors before anything
+// listens, and its start-up line (the passphrase with a secret).
+func TestServerNetperfFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "--listen", "127.0.0.1:0", "--netperf=nope"}, "want HOST:PORT"},
+		{[]string{"server", "--listen", "127.0.0.1:0", "--netperf", "127.0.0.1:9"}, "--netperf takes its address with '=': --netperf=127.0.0.1:9"},
+		{[]string{"server", "--listen", "127.0.0.1:0", "--netperf=" + taken.Addr().String()}, "--netperf: listen tcp " + taken.Addr().String()},
+	} {
+		var out syncBuffer
+		code := run(context.Background(), &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}, tt.args)
+		if code == 0 || !strings.Contains(out.String(), tt.want) || strings.Contains(out.String(), "listening") {
+			t.Errorf("%q: exit %d, output %q; want an error with %q before listening", tt.args, code, out.String(), tt.want)
+		}
+	}
+	// A cancelled context stops the server right after it listens.
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	var log syncBuffer
+	code := run(stopped, &Env{Stdout: &log, Stderr: &log, Getenv: func(string) string { return "" }},
+		[]string{"server", "--listen", "127.0.0.1:0", "--netperf=127.0.0.1:0", "--secret", "s3cret"})
+	want := "netperf clients must give -Z " + netperf.Passphrase("s3cret")
+	if code != 0 || !regexp.MustCompile(`netperf: listening on 127\.0\.0\.1:\d+ \(tcp\); `).MatchString(log.String()) || !strings.Contains(log.String(), want) {
+		t.Errorf("--netperf with a secret: exit %d, want a start-up line with %q:\n%s", code, want, log.String())
 	}
 }
