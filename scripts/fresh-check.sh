@@ -54,7 +54,9 @@ command -v unshare >/dev/null || die "unshare (util-linux) not found"
 
 # aptsources prints "URI SUITE COMPONENTS..." for every enabled deb entry of
 # this machine's apt configuration, from both the one-line (.list) and the
-# deb822 (.sources) formats.
+# deb822 (.sources) formats. It leaves out the source scripts/apt-non-free.sh
+# writes (sqm-non-free.sources): a fresh machine has not run setup.sh yet,
+# so its root must not start with the non-free component that setup adds.
 aptsources() {
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[ -f "$f" ] || continue
@@ -64,6 +66,7 @@ aptsources() {
 	done
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -f "$f" ] || continue
+		[ "${f##*/}" = sqm-non-free.sources ] && continue
 		awk '
 		function flush() {
 			if (types ~ /(^| )deb( |$)/ && enabled != "no")
