@@ -97,6 +97,11 @@ type TraceReport struct {
 	DurationS float64       `json:"duration_s"`
 	Series    TraceSeries   `json:"series"`
 	Load      *bloat.Result `json:"load"`
+
+	// the probes, for tests: trace time 0 on the prober's clock and each
+	// direction's records
+	probeOff           time.Duration
+	probeDown, probeUp []owdRec
 }
 
 // TraceInfoPair is the trace of each direction.
@@ -199,6 +204,18 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	for i := range dirs {
 		if d := &dirs[i]; d.tr != nil {
 			if d.rates, err = d.tr.Resample(tr.Interval, o.Duration); err != nil {
+				return nil, fmt.Errorf("lab: %w", err)
+			}
+		}
+	}
+	link, err := o.Link.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	md, mu := link.Modems()
+	for i, m := range []Modem{md, mu} {
+		if dirs[i].tr != nil {
+			if _, err := m.tbf(m.RateBits); err != nil {
 				return nil, fmt.Errorf("lab: %w", err)
 			}
 		}
@@ -321,7 +338,8 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	}
 	rep.Shaping.Status = t.status(t.router, devs...)
 	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds}
-	if err := rep.compute(&dirs, o, res, t0.Sub(prober.epoch), downRecs, upRecs, smp); err != nil {
+	rep.probeOff, rep.probeDown, rep.probeUp = t0.Sub(prober.epoch), downRecs, upRecs
+	if err := rep.compute(&dirs, o, res, rep.probeOff, downRecs, upRecs, smp); err != nil {
 		return nil, err
 	}
 	return rep, nil
