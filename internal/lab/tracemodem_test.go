@@ -11,10 +11,11 @@ func TestTraceModemTbf(t *testing.T) {
 		bits        uint64
 		rate, burst uint32
 	}{
-		{0, stallRate, 1514},              // a stall: one frame's bucket, no tokens to speak of
-		{12_000_000, 1_500_000, 2 * 1514}, // 2 ms is 3000 bytes: two frames are the floor
-		{40_000_000, 5_000_000, 10_000},   // 2 ms of the rate
-		{1_000_000_000, 125_000_000, 250_000},
+		{0, stallRate, 1514},           // a stall: one frame's bucket, no tokens to speak of
+		{2_000_000, 250_000, 2 * 1514}, // 5 ms is 1250 bytes: two frames are the floor
+		{12_000_000, 1_500_000, 7500},  // 5 ms of the rate
+		{40_000_000, 5_000_000, 25_000},
+		{1_000_000_000, 125_000_000, 625_000},
 	}
 	for _, tt := range tests {
 		tb, err := m.tbf(tt.bits)

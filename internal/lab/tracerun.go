@@ -35,7 +35,7 @@ type Traces struct {
 
 // DefaultTraceInterval is the modem's step: fine enough for cellular
 // traces' scheduling bursts to average out, coarse enough that tbf's
-// refilled bucket at each change (traceBurst) stays 2 % of the rate.
+// refilled bucket at each change (traceBurst) stays 5 % of the rate.
 const DefaultTraceInterval = 100 * time.Millisecond
 
 // Controller moves sqm's shaping rates while a trace runs: sqm's autorate,
