@@ -89,7 +89,7 @@ Example:
 			fs.Int("shape-overhead", -1, "shaping: overhead `bytes` (default: the emulated link's)")
 			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
 			fs.String("eqdisc-opts", "", "shaping: extra egress qdisc options (tc syntax)")
-			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg (with --tune: PREFIX-tune.svg, the trade-off curve)")
+			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg (with --tune: PREFIX-tune.svg, the trade-off curve; with a trace: PREFIX-trace.svg, rate, capacity and delay over time)")
 			fs.Bool("ecn", false, "client and server ask for ECN on their TCP connections (net.ipv4.tcp_ecn=1; default: Linux's 2, accept only)")
 			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
 			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
@@ -309,11 +309,11 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("lab --vm: the lab inside the VM left no result: %w", err)
 	}
-	if plot != "" && fs.Lookup("trace-down").Value.String()+fs.Lookup("trace-up").Value.String() != "" {
-		plot = "" // trace runs draw no plot (yet); runLabTrace refused --plot
-	}
 	if plot != "" {
 		plots := []string{"-before.svg", "-after.svg"}
+		if fs.Lookup("trace-down").Value.String()+fs.Lookup("trace-up").Value.String() != "" {
+			plots = []string{"-trace.svg"}
+		}
 		if fs.Lookup("tune").Value.String() == "true" {
 			plots = []string{"-tune.svg"}
 		}

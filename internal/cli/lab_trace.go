@@ -27,6 +27,12 @@ func runLabTrace(ctx context.Context, env *Env, fs *flag.FlagSet, opts lab.Optio
 	if err != nil {
 		return err
 	}
+	if p := fs.Lookup("plot").Value.String(); p != "" {
+		if err := rep.WritePlot(p + "-trace.svg"); err != nil {
+			return err
+		}
+		opts.Progress("wrote " + p + "-trace.svg")
+	}
 	return labOutput(env, fs.Lookup("json").Value.String() == "true", rep)
 }
 
@@ -36,7 +42,7 @@ func labTraces(fs *flag.FlagSet, opts *lab.Options) (lab.Traces, error) {
 	var tr lab.Traces
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, bad := range []string{"tune", "target", "mode", "plot"} {
+	for _, bad := range []string{"tune", "target", "mode"} {
 		if set[bad] {
 			return tr, usageError("--%s does not go with --trace-down/--trace-up (a trace run loads both directions at once for --duration)", bad)
 		}

@@ -16,6 +16,7 @@ import (
 	"sqm/internal/config"
 	"sqm/internal/netns"
 	"sqm/internal/plan"
+	"sqm/internal/plot"
 	"sqm/internal/stats"
 	"sqm/internal/trace"
 )
@@ -695,5 +696,43 @@ func (rep *TraceReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "%-5s %9.1f %9.1f %9.1f %9.1f %9.0f%% %8.1f %8.1f\n", []string{"down", "up"}[i], p.P50, p.P95, p.P99, p.Max, 100*u, b, l)
 	}
 	fmt.Fprintln(w, "(induced one-way delay of ground-truth probes above the idle base; utilisation = goodput / trace capacity)")
+	return nil
+}
+
+// WritePlot draws the run over time to path (.svg or .png): per direction
+// capacity, shaping rate and goodput, and the induced one-way delay
+// (median and max of each second's probes).
+func (rep *TraceReport) WritePlot(path string) error {
+	s := rep.Series
+	x := make([]float64, len(s.TS))
+	for i, t := range s.TS {
+		x[i] = t + 0.5 // each value is its second's
+	}
+	name := func(ti TraceInfo) string {
+		if ti.File == "" {
+			return fmt.Sprintf("fixed %.1f Mbit/s", ti.MeanMbps)
+		}
+		return ti.File
+	}
+	tl := &plot.Timeline{
+		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
+		Subtitle: fmt.Sprintf("down %s, up %s; %s", name(rep.Trace.Down), name(rep.Trace.Up), rep.Shaping.Text()),
+	}
+	for _, d := range []struct {
+		dir                    string
+		capa, rate, good, m, x []float64
+	}{
+		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs},
+		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs},
+	} {
+		tl.Panels = append(tl.Panels,
+			plot.TimelinePanel{YLabel: d.dir + " (Mbit/s)", Lines: []plot.TimelineLine{
+				{Name: "capacity", X: x, Y: d.capa}, {Name: "shaping rate", X: x, Y: d.rate}, {Name: "goodput", X: x, Y: d.good}}},
+			plot.TimelinePanel{YLabel: d.dir + " induced OWD (ms)", Lines: []plot.TimelineLine{
+				{Name: "median", X: x, Y: d.m}, {Name: "max", X: x, Y: d.x}}})
+	}
+	if err := plot.SaveTimeline(path, tl); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
 	return nil
 }

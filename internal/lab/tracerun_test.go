@@ -1,7 +1,10 @@
 package lab
 
 import (
+	"encoding/xml"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +88,25 @@ func TestTraceCompute(t *testing.T) {
 	if want := []float64{9, 9, 9, -1}; !eq(s.RateDownMbps, want) {
 		t.Errorf("rate down %v, want %v (-1: not read)", s.RateDownMbps, want)
 	}
+	// the plot of it: a well-formed picture with every panel and line
+	path := filepath.Join(t.TempDir(), "p-trace.svg")
+	rep.Trace.Down = TraceInfo{File: "t.steps", Format: "steps", Seconds: 4, MeanMbps: 7.5}
+	if err := rep.WritePlot(path); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(svg, new(struct{})); err != nil {
+		t.Errorf("plot is not well-formed XML: %v", err)
+	}
+	for _, want := range []string{"Download (Mbit/s)", "Upload induced OWD (ms)", "capacity", "shaping rate", "goodput", "t.steps", "<polyline"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+
 	// too few idle probes: refused, not a made-up base
 	if err := rep.compute(&dirs, o, res, 100*time.Millisecond, down, up, smp); err == nil || !strings.Contains(err.Error(), "base delay") {
 		t.Errorf("err %v, want the base delay refused", err)
