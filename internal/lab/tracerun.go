@@ -306,7 +306,9 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 			// (Elapsed - Idle) ago, and so does the trace.
 			once.Do(func() {
 				t0 = time.Now().Add(-(pr.Elapsed - o.Idle))
+				f.started = true
 				go f.run(runCtx, t0)
+				smp.done = make(chan struct{})
 				go smp.run(runCtx, t0, o.Duration)
 			})
 		},
@@ -424,7 +426,6 @@ func (t *topology) newFollower(dirs *[2]traceDir, interval, d time.Duration) (*f
 // past when it starts are skipped to the current one) until the last.
 func (f *follower) run(ctx context.Context, t0 time.Time) {
 	defer close(f.done)
-	f.started = true
 	for k := 0; k < f.n; k++ {
 		at := t0.Add(time.Duration(k) * f.interval)
 		if next := at.Add(f.interval); k+1 < f.n && time.Now().After(next) {
@@ -481,10 +482,8 @@ type rateSampler struct {
 	done     chan struct{}
 }
 
+// run samples until d after t0; the caller makes s.done first.
 func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
-	s.mu.Lock()
-	s.done = make(chan struct{})
-	s.mu.Unlock()
 	defer close(s.done)
 	n := int((d + time.Second - 1) / time.Second)
 	for i := 0; i < n; i++ {
@@ -521,11 +520,8 @@ func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 }
 
 func (s *rateSampler) wait() {
-	s.mu.Lock()
-	d := s.done
-	s.mu.Unlock()
-	if d != nil {
-		<-d
+	if s.done != nil {
+		<-s.done
 	}
 }
 
