@@ -34,10 +34,12 @@ import (
 // 25 %, one left at 8 in the 2 Mbit/s step 400 %; netem's enqueue-time
 // rate would keep the old rate for a FIFO's length, 1.8 s at 2 Mbit/s).
 //
-// The stall must be a stall: the tester's samples wholly inside it (from
+// The stall must be a stall: the down modem's tbf sends at most one
+// packet between the change into it and the change out of it (the
+// kernel's own count; one leaves at the stall's start: tbf starts each
+// rate with a full bucket), the tester's samples wholly inside it (from
 // 100 ms after its start, the last packet in flight landed) carry at most
-// two packets (one leaves at the stall's start: tbf starts each rate with
-// a full bucket), no ground-truth probe sent in it arrives before it ends,
+// two packets, no ground-truth probe sent in it arrives before it ends,
 // and goodput is back after it (the kick).
 func TestVMTraceFollow(t *testing.T) {
 	testutil.RequireVM(t)
@@ -121,6 +123,24 @@ func TestVMTraceFollow(t *testing.T) {
 	}
 	if inside > 2*tcpPayload {
 		t.Errorf("%.0f bytes of goodput arrived inside the stall (%d samples), want at most 2 packets: the stall trickles", inside, n)
+	}
+	// The kernel's count: what the down modem's tbf sent between the
+	// change into the stall and the change out of it.
+	var into, out *modemChange
+	for i := range rep.modemLog {
+		c := &rep.modemLog[i]
+		if c.dir == 0 && c.bits == 0 {
+			into = c
+		} else if c.dir == 0 && into != nil && out == nil {
+			out = c
+		}
+	}
+	if into == nil || out == nil {
+		t.Errorf("modem log %+v has no change into and out of the stall", rep.modemLog)
+	} else if n := out.sentPkts - into.sentPkts; n > 1 {
+		t.Errorf("the down modem sent %d packets during the stall (%v..%v), want at most 1 (its full bucket at the change)", n, into.at, out.at)
+	} else {
+		t.Logf("the down modem sent %d packet(s) during the stall", n)
 	}
 	early := 0
 	for _, r := range rep.probeDown {

@@ -103,6 +103,7 @@ type TraceReport struct {
 	// direction's records
 	probeOff           time.Duration
 	probeDown, probeUp []owdRec
+	modemLog           []modemChange
 }
 
 // TraceInfoPair is the trace of each direction.
@@ -333,7 +334,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		return nil, f.err
 	}
 	rep.Load = res
-	rep.ModemChanges, rep.ModemLateMs = f.changes, float64(f.late)/1e6
+	rep.ModemChanges, rep.ModemLateMs, rep.modemLog = f.changes, float64(f.late)/1e6, f.log
 	rep.Link.Modem.After = t.status(t.isp, ispDown, ispUp)
 	devs := []string{wanDev}
 	if ifb != "" {
@@ -407,6 +408,32 @@ type follower struct {
 	changes int
 	late    time.Duration
 	err     error
+	log     []modemChange
+}
+
+// modemChange is one rate change of a trace modem, with the packets its
+// tbf had sent just before: the difference between two changes is what
+// crossed the modem in between, the kernel's count (a stall's must be at
+// most the one packet its full bucket lets go).
+type modemChange struct {
+	dir      int // 0 down, 1 up
+	at       time.Duration
+	bits     uint64
+	sentPkts uint32
+}
+
+// sent reads the packets the tbf of tm has sent (0 if it cannot be read).
+func (f *follower) sent(tm *traceModem) uint32 {
+	qs, err := f.conn.Qdisc().Get()
+	if err != nil {
+		return 0
+	}
+	for _, q := range qs {
+		if q.Ifindex == tm.ifindex && q.Kind == "tbf" && q.Stats != nil {
+			return q.Stats.Packets
+		}
+	}
+	return 0
 }
 
 func (t *topology) newFollower(dirs *[2]traceDir, interval, d time.Duration) (*follower, error) {
@@ -446,6 +473,7 @@ func (f *follower) run(ctx context.Context, t0 time.Time) {
 			if d.tm == nil || d.tm.m.RateBits == d.rates[k] {
 				continue
 			}
+			f.log = append(f.log, modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentPkts: f.sent(d.tm)})
 			if err := d.tm.setRate(f.conn, d.rates[k]); err != nil {
 				f.err = fmt.Errorf("lab: %w", err)
 				return
