@@ -15,9 +15,13 @@ import (
 // TestVMTraceFollow runs the lab's modem on testdata's vm-follow.steps
 // (down: 8 -> 2 -> 8 Mbit/s, a 2 s stall at 11 s, 8 again; 16 s; up a
 // fixed 2 Mbit/s) with sqm shaping far above it (20 Mbit/s), so the modem
-// is the bottleneck and its FIFO (300 packets here) stays full under the
-// four download streams: goodput must then be the trace's capacity less
-// the framing. The rates are low so that the emulated VM has CPU to spare.
+// is the bottleneck and its FIFO stays full under the four download
+// streams: goodput must then be the trace's capacity less the framing.
+// The rates are low so that the emulated VM has CPU to spare, and the FIFO
+// is 100 packets (600 ms at 2 Mbit/s): with 300 (1.8 s) the streams'
+// losses in that queue ended in retransmission timeouts of seconds, which
+// left the 2 Mbit/s step idle for parts of seconds with the modem on time
+// (TCP's doing, measured: 0.97..2.21 Mbit/s per second).
 //
 // The bound, per step: over the whole seconds of a step from 1 s after
 // its change (the first step is TCP's slow start into a 1000-packet FIFO,
@@ -32,7 +36,7 @@ import (
 // the step mean takes that back out. Below: a modem that did not follow
 // lands far outside (a rate left at 2 Mbit/s after the step up gives
 // 25 %, one left at 8 in the 2 Mbit/s step 400 %; netem's enqueue-time
-// rate would keep the old rate for a FIFO's length, 1.8 s at 2 Mbit/s).
+// rate would keep the old rate for a FIFO's length, 600 ms at 2 Mbit/s).
 //
 // The stall must be a stall: the down modem's tbf sends at most one
 // packet between the change into it and the change out of it (the
@@ -52,7 +56,7 @@ func TestVMTraceFollow(t *testing.T) {
 	start := time.Now()
 	o := DefaultOptions()
 	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
-	o.Link.Buffer = 300
+	o.Link.Buffer = 100
 	o.Duration = tr.Length
 	o.Idle = 2 * time.Second
 	o.Shaping.DownBits, o.Shaping.UpBits = 20_000_000, 1_800_000
