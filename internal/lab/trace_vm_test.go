@@ -114,11 +114,10 @@ func TestVMTraceFollow(t *testing.T) {
 	var inside float64
 	n := 0
 	t0 := rep.loadT0(rep.Load)
-	step := rep.Load.StepS
-	for i, ts := range rep.Load.Series.TS {
-		from, to := ts-step-t0, ts-t0
-		if from >= stall0+0.1 && to <= stall1 {
-			inside += rep.Load.Series.DownloadMbps[i] * step * 1e6 / 8
+	for i := range rep.Load.Series.TS {
+		from, to := sampleSpan(rep.Load, i)
+		if from-t0 >= stall0+0.1 && to-t0 <= stall1 {
+			inside += rep.Load.Series.DownloadMbps[i] * (to - from) * 1e6 / 8
 			n++
 		}
 	}

@@ -580,19 +580,16 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 	for k := range s.TS {
 		s.TS[k] = float64(k)
 	}
-	// Goodput: each tick of the tester's series covers the step before
-	// it; it counts in the second its middle falls in.
+	// Goodput: each sample of the tester's series is the mean over the
+	// span since the previous one, as it was really taken (Series.AtS;
+	// late and bunched samples on a starved VM are why), spread over the
+	// seconds that span covers.
 	good := [2][]float64{make([]float64, n), make([]float64, n)}
-	step := res.StepS
 	t0 := rep.loadT0(res)
-	for i, ts := range res.Series.TS {
-		mid := ts - step/2 - t0
-		k := int(math.Floor(mid))
-		if k < 0 || k >= n {
-			continue
-		}
-		good[0][k] += res.Series.DownloadMbps[i] * step
-		good[1][k] += res.Series.UploadMbps[i] * step
+	for i := range res.Series.TS {
+		from, to := sampleSpan(res, i)
+		spread(good[0], from-t0, to-t0, res.Series.DownloadMbps[i]*(to-from))
+		spread(good[1], from-t0, to-t0, res.Series.UploadMbps[i]*(to-from))
 	}
 	s.GoodputDownMbps, s.GoodputUpMbps = good[0], good[1]
 	var util [2]float64
@@ -680,6 +677,32 @@ func (rep *TraceReport) loadT0(res *bloat.Result) float64 {
 		}
 	}
 	return res.IdleS
+}
+
+// sampleSpan is the stretch of the tester's clock that sample i of its
+// series covers, in seconds.
+func sampleSpan(res *bloat.Result, i int) (from, to float64) {
+	if len(res.Series.AtS) == len(res.Series.TS) {
+		if i == 0 {
+			return res.Series.AtS[0], res.Series.AtS[0]
+		}
+		return res.Series.AtS[i-1], res.Series.AtS[i]
+	}
+	return res.Series.TS[i] - res.StepS, res.Series.TS[i]
+}
+
+// spread adds amount, spread evenly over [from, to), to the one-second
+// bins it overlaps (bin k is [k, k+1)).
+func spread(bins []float64, from, to, amount float64) {
+	if !(to > from) {
+		return
+	}
+	for k := max(0, int(math.Floor(from))); k < len(bins) && float64(k) < to; k++ {
+		lo, hi := math.Max(from, float64(k)), math.Min(to, float64(k+1))
+		if hi > lo {
+			bins[k] += amount * (hi - lo) / (to - from)
+		}
+	}
 }
 
 func pad(v []float64, n int) []float64 {
