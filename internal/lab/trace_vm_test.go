@@ -140,7 +140,7 @@ func TestVMTraceFollow(t *testing.T) {
 	}
 	if into == nil || out == nil {
 		t.Errorf("modem log %+v has no change into and out of the stall", rep.modemLog)
-	} else if n := out.sentPkts - into.sentPkts; n > 1 {
+	} else if n := out.sentBefore - into.sentAfter; n > 1 {
 		t.Errorf("the down modem sent %d packets during the stall (%v..%v), want at most 1 (its full bucket at the change)", n, into.at, out.at)
 	} else {
 		t.Logf("the down modem sent %d packet(s) during the stall", n)

@@ -412,14 +412,15 @@ type follower struct {
 }
 
 // modemChange is one rate change of a trace modem, with the packets its
-// tbf had sent just before: the difference between two changes is what
-// crossed the modem in between, the kernel's count (a stall's must be at
-// most the one packet its full bucket lets go).
+// tbf had sent just before it and just after it: after one change and
+// before the next is what crossed the modem at that rate, the kernel's
+// count (a stall's must be at most the one packet its full bucket lets
+// go).
 type modemChange struct {
-	dir      int // 0 down, 1 up
-	at       time.Duration
-	bits     uint64
-	sentPkts uint32
+	dir                   int // 0 down, 1 up
+	at                    time.Duration
+	bits                  uint64
+	sentBefore, sentAfter uint32
 }
 
 // sent reads the packets the tbf of tm has sent (0 if it cannot be read).
@@ -473,11 +474,13 @@ func (f *follower) run(ctx context.Context, t0 time.Time) {
 			if d.tm == nil || d.tm.m.RateBits == d.rates[k] {
 				continue
 			}
-			f.log = append(f.log, modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentPkts: f.sent(d.tm)})
+			c := modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentBefore: f.sent(d.tm)}
 			if err := d.tm.setRate(f.conn, d.rates[k]); err != nil {
 				f.err = fmt.Errorf("lab: %w", err)
 				return
 			}
+			c.sentAfter = f.sent(d.tm)
+			f.log = append(f.log, c)
 			f.changes++
 		}
 	}
