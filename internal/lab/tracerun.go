@@ -161,8 +161,8 @@ type Percentiles struct {
 // TraceSeries is the run second by second from the trace's start, for
 // plots: capacity (the trace's mean in that second), sqm's shaping rate
 // as the kernel reported it, goodput, and the induced one-way delay of
-// the probes sent in that second (median and max; -1 when none of them
-// arrived).
+// the probes sent in that second (median and max; 0 when none of them
+// arrived, which Probes* says: the number that did).
 type TraceSeries struct {
 	TS               []float64 `json:"t_s"`
 	CapacityDownMbps []float64 `json:"capacity_down_mbps"`
@@ -175,6 +175,8 @@ type TraceSeries struct {
 	InducedUpMs      []float64 `json:"induced_up_ms"`
 	InducedDownMaxMs []float64 `json:"induced_down_max_ms"`
 	InducedUpMaxMs   []float64 `json:"induced_up_max_ms"`
+	ProbesDown       []int     `json:"probes_down"`
+	ProbesUp         []int     `json:"probes_up"`
 }
 
 // traceDirs is the per-direction state of a trace run; index 0 is down.
@@ -649,9 +651,9 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 			pc = Percentiles{P50: stats.Percentile(loaded, 50), P95: stats.Percentile(loaded, 95),
 				P99: stats.Percentile(loaded, 99), Max: loaded[len(loaded)-1]}
 		}
-		med, mx := make([]float64, n), make([]float64, n)
+		med, mx, cnt := make([]float64, n), make([]float64, n), make([]int, n)
 		for k, v := range per {
-			med[k], mx[k] = -1, -1
+			cnt[k] = len(v)
 			if len(v) > 0 {
 				sort.Float64s(v)
 				med[k], mx[k] = stats.Percentile(v, 50), v[len(v)-1]
@@ -663,10 +665,10 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 		}
 		if i == 0 {
 			rep.Controller.InducedOWDMs.Down, rep.Controller.BaseOWDMs.Down, rep.Controller.ProbeLossPct.Down = pc, base, loss
-			s.InducedDownMs, s.InducedDownMaxMs = med, mx
+			s.InducedDownMs, s.InducedDownMaxMs, s.ProbesDown = med, mx, cnt
 		} else {
 			rep.Controller.InducedOWDMs.Up, rep.Controller.BaseOWDMs.Up, rep.Controller.ProbeLossPct.Up = pc, base, loss
-			s.InducedUpMs, s.InducedUpMaxMs = med, mx
+			s.InducedUpMs, s.InducedUpMaxMs, s.ProbesUp = med, mx, cnt
 		}
 	}
 	return nil
@@ -768,13 +770,29 @@ func (rep *TraceReport) WritePlot(path string) error {
 		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
 		Subtitle: fmt.Sprintf("down %s, up %s; %s", name(rep.Trace.Down), name(rep.Trace.Up), rep.Shaping.Text()),
 	}
+	// gaps (NaN) where a second has no rate read or no probe arrived
+	gaps := func(v []float64, ok func(k int) bool) []float64 {
+		out := make([]float64, len(v))
+		for k := range v {
+			out[k] = v[k]
+			if !ok(k) {
+				out[k] = math.NaN()
+			}
+		}
+		return out
+	}
 	for _, d := range []struct {
 		dir                    string
 		capa, rate, good, m, x []float64
+		probes                 []int
 	}{
-		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs},
-		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs},
+		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs, s.ProbesDown},
+		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs, s.ProbesUp},
 	} {
+		rate := d.rate
+		d.rate = gaps(rate, func(k int) bool { return rate[k] >= 0 })
+		probed := func(k int) bool { return k < len(d.probes) && d.probes[k] > 0 }
+		d.m, d.x = gaps(d.m, probed), gaps(d.x, probed)
 		tl.Panels = append(tl.Panels,
 			plot.TimelinePanel{YLabel: d.dir + " (Mbit/s)", Lines: []plot.TimelineLine{
 				{Name: "capacity", X: x, Y: d.capa}, {Name: "shaping rate", X: x, Y: d.rate}, {Name: "goodput", X: x, Y: d.good}}},

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/xml"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -84,6 +85,9 @@ func TestTraceCompute(t *testing.T) {
 	}
 	if want := []float64{0, 5, 10, 15}; !eq(s.InducedDownMs, want) {
 		t.Errorf("induced down per second %v, want %v", s.InducedDownMs, want)
+	}
+	if fmt.Sprint(s.ProbesDown) != "[100 100 100 99]" {
+		t.Errorf("probes down per second %v, want [100 100 100 99] (one lost in the last)", s.ProbesDown)
 	}
 	if want := []float64{9, 9, 9, -1}; !eq(s.RateDownMbps, want) {
 		t.Errorf("rate down %v, want %v (-1: not read)", s.RateDownMbps, want)
