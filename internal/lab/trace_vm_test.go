@@ -13,7 +13,7 @@ import (
 )
 
 // TestVMTraceFollow runs the lab's modem on testdata's vm-follow.steps
-// (down: 8 -> 2 -> 8 Mbit/s, a 2 s stall at 11 s, 8 again; 16 s; up a
+// (down: 8 -> 2 -> 8 Mbit/s, a 2 s stall at 11 s, 8 again; 18 s; up a
 // fixed 2 Mbit/s) with sqm shaping far above it (20 Mbit/s), so the modem
 // is the bottleneck and its FIFO stays full under the four download
 // streams: goodput must then be the trace's capacity less the framing.
@@ -24,11 +24,15 @@ import (
 // (TCP's doing, measured: 0.97..2.21 Mbit/s per second).
 //
 // The bound, per step: over the whole seconds of a step from 1 s after
-// its change (the first step is TCP's slow start into a 1000-packet FIFO,
-// which overshoots and loses a window: the load's business, not the
-// modem's; it is not judged), mean goodput is 85 % .. 103 % of capacity
+// its change, or a stall's length after a stall (TCP's retransmission
+// timer backs off during a stall, so the senders come back up to that
+// long after it, while the FIFO's packets leave at once; a run measured
+// 2.3 and 1.3 Mbit/s in the two seconds after the stall, another 7.2 and
+// 7.4), mean goodput is 85 % .. 103 % of capacity
 // times the framing's efficiency (1448/1514), and each of those seconds
-// 70 % .. 110 %. Above: tbf refills its 5 ms bucket only at changes, so
+// 70 % .. 110 %. The first step is not judged: it is TCP's slow start
+// into the FIFO, which overshoots and loses a window (the load's
+// business, not the modem's). Above: tbf refills its 5 ms bucket only at changes, so
 // nothing passes more than the rate; the per-second slack is the tester's
 // samples, which are the client's reads: the VM's emulated CPU runs them
 // (and the modem's own schedule, see modem_late_ms) up to a few hundred ms
@@ -81,6 +85,9 @@ func TestVMTraceFollow(t *testing.T) {
 	checked := 0
 	for i, st := range steps[1:] {
 		from := int(st.Start.Seconds()) + 1
+		if steps[i].Bits == 0 { // after a stall: its length
+			from = int(st.Start.Seconds()) + int((st.Start - steps[i].Start).Seconds())
+		}
 		to := int(tr.Length.Seconds())
 		if i+2 < len(steps) {
 			to = int(steps[i+2].Start.Seconds())
