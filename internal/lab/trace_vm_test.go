@@ -30,14 +30,16 @@ import (
 // 2.3 and 1.3 Mbit/s in the two seconds after the stall, another 7.2 and
 // 7.4), mean goodput is 85 % .. 103 % of capacity
 // times the framing's efficiency (1448/1514), and each of those seconds
-// 70 % .. 110 %. The first step is not judged: it is TCP's slow start
+// 70 % .. 130 %. The first step is not judged: it is TCP's slow start
 // into the FIFO, which overshoots and loses a window (the load's
 // business, not the modem's). Above: tbf refills its 5 ms bucket only at changes, so
 // nothing passes more than the rate; the per-second slack is the tester's
-// samples, which are the client's reads: the VM's emulated CPU runs them
-// (and the modem's own schedule, see modem_late_ms) up to a few hundred ms
-// late under host load, shifting bytes between neighbouring seconds, and
-// the step mean takes that back out. Below: a modem that did not follow
+// samples, which are the client's reads: a sample taken L late moves L's
+// share of a second's bytes into the next second, and the VM's emulated
+// CPU runs them (and the modem's own schedule, see modem_late_ms) 100 to
+// 300 ms late on a loaded host (a run with the modem at most 122 ms late
+// read 1.55 then 2.16 Mbit/s in a 2 Mbit/s step whose mean was 98 %); the
+// step mean takes that back out. Below: a modem that did not follow
 // lands far outside (a rate left at 2 Mbit/s after the step up gives
 // 25 %, one left at 8 in the 2 Mbit/s step 400 %; netem's enqueue-time
 // rate would keep the old rate for a FIFO's length, 600 ms at 2 Mbit/s).
@@ -100,8 +102,8 @@ func TestVMTraceFollow(t *testing.T) {
 		for k := from; k < to; k++ {
 			checked++
 			sum += s.GoodputDownMbps[k]
-			if r := s.GoodputDownMbps[k] / (c * eff); r < 0.70 || r > 1.10 {
-				t.Errorf("second %d: goodput %.2f Mbit/s is %.0f%% of the trace's %.1f Mbit/s less framing, want 70..110%%", k, s.GoodputDownMbps[k], 100*r, c)
+			if r := s.GoodputDownMbps[k] / (c * eff); r < 0.70 || r > 1.30 {
+				t.Errorf("second %d: goodput %.2f Mbit/s is %.0f%% of the trace's %.1f Mbit/s less framing, want 70..130%%", k, s.GoodputDownMbps[k], 100*r, c)
 			}
 		}
 		mean := sum / float64(to-from)
