@@ -767,7 +767,7 @@ func (rep *TraceReport) WritePlot(path string) error {
 		return ti.File
 	}
 	tl := &plot.Timeline{
-		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
+		Title: fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
 		Subtitle: fmt.Sprintf("down %s, up %s; sqm %s/%s, %s down / %s up to start", name(rep.Trace.Down), name(rep.Trace.Up),
 			rep.Shaping.Script, rep.Shaping.Qdisc, FormatRate(rep.Shaping.DownloadKbit*1000), FormatRate(rep.Shaping.UploadKbit*1000)),
 	}
