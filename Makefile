@@ -102,7 +102,7 @@ full:
 # when a Linux-only import or syscall leaks into the portable commands.
 CROSS_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64 freebsd/amd64 freebsd/arm64
 
-CROSS_VET = ./internal/bloat/... ./internal/stats ./internal/report ./internal/plot ./internal/units ./internal/iperf3/... ./internal/irtt ./internal/rpm ./internal/cli
+CROSS_VET = ./internal/bloat/... ./internal/stats ./internal/report ./internal/plot ./internal/units ./internal/iperf3/... ./internal/irtt ./internal/rpm ./internal/netperf ./internal/reflector ./internal/trace ./internal/cli
 
 cross:
 	@mkdir -p bin/cross
