@@ -63,6 +63,8 @@ func (f *File) Err() error {
 // Warning is a problem that does not stop sqm: an option nobody reads, or
 // a section sqm-scripts would skip. Callers decide whether to print it.
 type Warning struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Pos     Position
 	Section string
 	Option  string

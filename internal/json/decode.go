@@ -67,6 +67,8 @@ type decoder struct {
 // A step is one level of the Go path kept for errors: a field, a map key
 // or (name == "") an index.
 type step struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	name  string
 	index int
 	key   bool

@@ -114,6 +114,8 @@ func MarshalIndent(v any, prefix, indent string) ([]byte, error) {
 
 // An Encoder writes one JSON value per Encode, each followed by a newline.
 type Encoder struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	w              io.Writer
 	html           bool
 	prefix, indent string
@@ -389,6 +391,8 @@ func (e *encoder) mapValue(v reflect.Value) error {
 // be 10 KB of code of its own and sort.Interface would link package sort
 // (6 KB) into the router build, which has no other use for it.
 type mapEntry struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	k string
 	v reflect.Value
 }

@@ -13,6 +13,8 @@ import (
 // decoding, and the Go path of the value (plan.Plan.Classes[2].Rate) when
 // one is known.
 type Error struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Op     string // "decoding" or "encoding"; "" for a syntax error
 	Root   string // the Go type at the top, without pointers
 	Path   string // below Root: .Field, [index], ["key"]

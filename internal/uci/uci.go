@@ -80,12 +80,16 @@ type Option struct {
 
 // Value is one option value or list element and where it was written.
 type Value struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Text string
 	Line int
 }
 
 // Error is a syntax error in a UCI file.
 type Error struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	File string
 	Line int
 	Msg  string
