@@ -1,7 +1,6 @@
 package json
 
 import (
-	"encoding/base64"
 	"errors"
 	"io"
 	"reflect"
@@ -513,10 +512,10 @@ func (d *decoder) literal(item []byte, v reflect.Value, off int) error {
 		case k == reflect.String:
 			v.SetString(s)
 		case k == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8:
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
+			b, ok := decodeBase64(s)
+			if !ok {
 				if d.saved == nil {
-					d.saved = &Error{Path: d.where(), Offset: int64(off), Msg: "string is not base64: " + err.Error(), Err: err}
+					d.saved = &Error{Path: d.where(), Offset: int64(off), Msg: "string is not base64 (standard, padded)"}
 				}
 				return nil
 			}

@@ -17,7 +17,6 @@ package json
 import (
 	"bytes"
 	"encoding"
-	"encoding/base64"
 	"io"
 	"math"
 	"reflect"
@@ -214,7 +213,7 @@ func (e *encoder) value(v reflect.Value) error {
 		}
 		if isBytes(t) {
 			e.buf = append(e.buf, '"')
-			e.buf = base64.StdEncoding.AppendEncode(e.buf, v.Bytes())
+			e.buf = appendBase64(e.buf, v.Bytes())
 			e.buf = append(e.buf, '"')
 			return nil
 		}
