@@ -61,61 +61,58 @@ type unit struct {
 }
 
 // rateUnits follows tc's suffixes[] table; the scale is in bits per second.
-func rateUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"bit", 1},
-		{"kibit", 1 << 10},
-		{"kbit", 1e3},
-		{"mibit", 1 << 20},
-		{"mbit", 1e6},
-		{"gibit", 1 << 30},
-		{"gbit", 1e9},
-		{"tibit", 1 << 40},
-		{"tbit", 1e12},
-		{"bps", 8},
-		{"kibps", 8 << 10},
-		{"kbps", 8e3},
-		{"mibps", 8 << 20},
-		{"mbps", 8e6},
-		{"gibps", 8 << 30},
-		{"gbps", 8e9},
-		{"tibps", 8 << 40},
-		{"tbps", 8e12},
-	}
+// The tables are static data, read only: built by a function on each
+// call they cost code and an equality function each (docs/testing.md,
+// "Package sizes").
+var rateUnits = []unit{
+	{"", 1},
+	{"bit", 1},
+	{"kibit", 1 << 10},
+	{"kbit", 1e3},
+	{"mibit", 1 << 20},
+	{"mbit", 1e6},
+	{"gibit", 1 << 30},
+	{"gbit", 1e9},
+	{"tibit", 1 << 40},
+	{"tbit", 1e12},
+	{"bps", 8},
+	{"kibps", 8 << 10},
+	{"kbps", 8e3},
+	{"mibps", 8 << 20},
+	{"mbps", 8e6},
+	{"gibps", 8 << 30},
+	{"gbps", 8e9},
+	{"tibps", 8 << 40},
+	{"tbps", 8e12},
 }
 
 // sizeUnits follows tc's get_size; the scale is in bytes.
-func sizeUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"b", 1},
-		{"k", 1 << 10},
-		{"kb", 1 << 10},
-		{"kbit", 1 << 10 / 8},
-		{"m", 1 << 20},
-		{"mb", 1 << 20},
-		{"mbit", 1 << 20 / 8},
-		{"g", 1 << 30},
-		{"gb", 1 << 30},
-		{"gbit", 1 << 30 / 8},
-	}
+var sizeUnits = []unit{
+	{"", 1},
+	{"b", 1},
+	{"k", 1 << 10},
+	{"kb", 1 << 10},
+	{"kbit", 1 << 10 / 8},
+	{"m", 1 << 20},
+	{"mb", 1 << 20},
+	{"mbit", 1 << 20 / 8},
+	{"g", 1 << 30},
+	{"gb", 1 << 30},
+	{"gbit", 1 << 30 / 8},
 }
 
 // timeUnits follows tc's get_time; the scale is in microseconds.
-func timeUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"us", 1},
-		{"usec", 1},
-		{"usecs", 1},
-		{"ms", 1e3},
-		{"msec", 1e3},
-		{"msecs", 1e3},
-		{"s", 1e6},
-		{"sec", 1e6},
-		{"secs", 1e6},
-	}
+var timeUnits = []unit{
+	{"", 1},
+	{"us", 1},
+	{"usec", 1},
+	{"usecs", 1},
+	{"ms", 1e3},
+	{"msec", 1e3},
+	{"msecs", 1e3},
+	{"s", 1e6},
+	{"sec", 1e6},
+	{"secs", 1e6},
 }
 
 const (
@@ -127,7 +124,7 @@ const (
 // ParseRate parses a tc rate and returns it in bits per second. tc itself
 // hands the kernel bytes per second (the result divided by 8, truncated).
 func ParseRate(s string) (uint64, error) {
-	v, err := parse(s, rateUnits(), math.MaxUint64)
+	v, err := parse(s, rateUnits, math.MaxUint64)
 	if err != nil {
 		return 0, fmt.Errorf("parse rate %q: %w; expected %s", s, err, rateExpect)
 	}
@@ -136,7 +133,7 @@ func ParseRate(s string) (uint64, error) {
 
 // ParseSize parses a tc size and returns it in bytes.
 func ParseSize(s string) (uint32, error) {
-	v, err := parse(s, sizeUnits(), math.MaxUint32)
+	v, err := parse(s, sizeUnits, math.MaxUint32)
 	if err != nil {
 		return 0, fmt.Errorf("parse size %q: %w; expected %s", s, err, sizeExpect)
 	}
@@ -146,7 +143,7 @@ func ParseSize(s string) (uint32, error) {
 // ParseTime parses a tc time. The result is a whole number of microseconds,
 // the resolution tc and the kernel's AQM parameters use.
 func ParseTime(s string) (time.Duration, error) {
-	v, err := parse(s, timeUnits(), math.MaxUint32)
+	v, err := parse(s, timeUnits, math.MaxUint32)
 	if err != nil {
 		return 0, fmt.Errorf("parse time %q: %w; expected %s", s, err, timeExpect)
 	}
