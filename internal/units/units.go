@@ -290,22 +290,26 @@ func scaled(digits string, exp10 int, scale, max uint64) (uint64, error) {
 		return 0, nil
 	}
 	// The integer part and the fraction part of digits * 10^exp10.
-	intPart, frac, shift := digits, "", 0
+	intPart, frac, shift, zeros := digits, "", 0, 0
 	switch {
 	case exp10 > 0:
 		if len(digits)+exp10 > 20 { // at least 10^20 > MaxUint64
 			return 0, tooLarge
 		}
-		intPart += strings.Repeat("0", exp10)
+		zeros = exp10 // after intPart's digits
 	case exp10 < 0 && -exp10 >= len(digits):
 		intPart, frac, shift = "", digits, -exp10-len(digits)
 	case exp10 < 0:
 		intPart, frac = digits[:len(digits)+exp10], digits[len(digits)+exp10:]
 	}
 	var n uint64
-	for i := 0; i < len(intPart); i++ {
+	for i := 0; i < len(intPart)+zeros; i++ {
+		var d uint64
+		if i < len(intPart) {
+			d = uint64(intPart[i] - '0')
+		}
 		hi, lo := bits.Mul64(n, 10)
-		lo, c := bits.Add64(lo, uint64(intPart[i]-'0'), 0)
+		lo, c := bits.Add64(lo, d, 0)
 		if hi != 0 || c != 0 {
 			return 0, tooLarge
 		}
