@@ -36,7 +36,7 @@ SQM_FULL_GCFLAGS   :=
 # 3,342,529 (157,471 under its budget), sqm-full 6,095,041
 # (docs/testing.md, "Package sizes", says what each part costs). Sizes
 # move in 64 KiB steps (each of the text, rodata and data segments is
-# aligned): sqm had 9,324 bytes of text, 30,576 of rodata and 6,560 of
+# aligned): sqm had 41,020 bytes of text, 39,384 of rodata and 5,856 of
 # data left before the next step, so a feature for the router package
 # must pay for itself. Never raise a budget to let a dependency in.
 SQM_ROUTER_BUDGET := 3500000
