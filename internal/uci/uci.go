@@ -190,7 +190,12 @@ func Parse(name string, r io.Reader) (*File, error) {
 	}
 	p := &parser{src: src, f: &File{Name: name}, byName: map[string]*Section{}, types: map[string]int{}}
 	if i := bytes.IndexByte(src, 0); i >= 0 {
-		line := 1 + bytes.Count(src[:i], []byte("\n"))
+		line := 1
+		for _, c := range src[:i] { // (bytes.Count links bytes.Index: 2 KB on mipsle)
+			if c == '\n' {
+				line++
+			}
+		}
 		return nil, &Error{File: name, Line: line, Msg: "NUL byte in file; UCI files are text"}
 	}
 	if err := p.run(); err != nil {
