@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -151,7 +150,7 @@ func typeFields(t reflect.Type) ([]field, error) {
 				omit = true
 			}
 			if name != "" && !validName(name) {
-				return &Error{Root: t.String(), Path: "." + sf.Name, Offset: -1, Msg: "tag name " + strconv.Quote(name) + " is not a valid JSON member name"}
+				return &Error{Root: t.String(), Path: "." + sf.Name, Offset: -1, Msg: "tag name " + strconv.Quote(name) + " is not a valid JSON member name (ASCII letters, digits and punctuation other than quotes, backslash and comma)"}
 			}
 			idx := append(index[:len(index):len(index)], i)
 			if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
@@ -247,13 +246,19 @@ func jsonTag(tag reflect.StructTag) (_ string, ok bool) {
 	return "", true
 }
 
-// validName is encoding/json's rule for tag names: letters, digits and
-// ASCII punctuation other than quotes, backslash and comma.
+// validName is encoding/json's rule for tag names, for ASCII: letters,
+// digits and punctuation other than quotes, backslash and comma. A name
+// with other letters is refused (TestValidName).
 func validName(s string) bool {
 	for _, c := range s {
 		switch {
 		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+		case c >= utf8.RuneSelf:
+			// encoding/json takes any Unicode letter or digit; sqm's tags
+			// are ASCII, and unicode's letter and digit tables would be
+			// the router build's only use of them.
+			return false
+		case !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'):
 			return false
 		}
 	}

@@ -1,9 +1,11 @@
 package json
 
 import (
+	stdjson "encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var tagInputs = []string{
@@ -38,4 +40,31 @@ func FuzzJSONTag(f *testing.F) {
 		f.Add(tag)
 	}
 	f.Fuzz(func(t *testing.T, tag string) { sameTag(t, reflect.StructTag(tag)) })
+}
+
+// TestValidName: for every ASCII byte, a tag name of it (and of "a" and
+// it) is valid exactly when encoding/json takes it as the member's name;
+// a non-ASCII letter, which encoding/json takes, is refused.
+func TestValidName(t *testing.T) {
+	for c := range utf8.RuneSelf {
+		if c == '"' || c == '\\' || c == '`' || c == ',' {
+			continue // a tag cannot hold the first three as they are; a comma ends the name
+		}
+		for _, name := range []string{string(rune(c)), "a" + string(rune(c))} {
+			typ := reflect.StructOf([]reflect.StructField{{Name: "F", Type: reflect.TypeFor[int](), Tag: reflect.StructTag(`json:"` + name + `"`)}})
+			b, err := stdjson.Marshal(reflect.New(typ).Elem().Interface())
+			if err != nil {
+				t.Fatal(err)
+			}
+			std := name == "F" || string(b) != `{"F":0}` // it fell back to the field's name
+			if got := validName(name); got != std {
+				t.Errorf("validName(%q) = %v, encoding/json takes it: %v (%s)", name, got, std, b)
+			}
+		}
+	}
+	for _, name := range []string{"é", "aé", "名前"} {
+		if validName(name) {
+			t.Errorf("validName(%q) = true, want a refusal", name)
+		}
+	}
 }
