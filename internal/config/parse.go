@@ -405,7 +405,7 @@ func parseQueue(file string, s *uci.Section) (Queue, []Warning, []error) {
 		if v == "" {
 			continue // empty means unset: the script default stays
 		}
-		if (o.Name == "ilimit" || o.Name == "elimit") && strings.Trim(v, "0") == "" {
+		if (o.Name == "ilimit" || o.Name == "elimit") && strings.TrimLeft(v, "0") == "" { // all zeros (TrimLeft: strings.Trim is linked nowhere else)
 			// LuCI's form accepts 0 (its datatype is a plain uinteger)
 			// next to "leave empty for default". sqm-scripts would pass
 			// "limit 0" to tc, a queue that drops nearly every packet;
