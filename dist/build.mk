@@ -36,7 +36,7 @@ SQM_FULL_GCFLAGS   :=
 # 3,276,993 (223,007 under its budget), sqm-full 6,095,041
 # (docs/testing.md, "Package sizes", says what each part costs). Sizes
 # move in 64 KiB steps (each of the text, rodata and data segments is
-# aligned): sqm had 4,148 bytes of text, 53,920 of rodata and 12,064 of
+# aligned): sqm had 5,244 bytes of text, 54,080 of rodata and 12,064 of
 # data left before the next step, so a feature for the router package
 # must pay for itself. Never raise a budget to let a dependency in.
 SQM_ROUTER_BUDGET := 3500000
