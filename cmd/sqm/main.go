@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,8 +15,29 @@ import (
 
 func main() {
 	disableTHP()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(os.Interrupt, syscall.SIGTERM)
 	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// notifyContext is signal.NotifyContext(context.Background(), sigs...),
+// the same cancellation and cause, without its context type's String
+// method, which fmt's Stringer calls keep in the router build (2 KB of
+// code on mipsle).
+func notifyContext(sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(errors.New(s.String() + " signal received"))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		signal.Stop(ch)
+	}
 }

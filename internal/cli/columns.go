@@ -34,11 +34,14 @@ func (c *columns) write(w io.Writer) error {
 	var b []byte
 	for _, r := range c.rows {
 		for i, cell := range r[:len(r)-1] {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			if !c.right {
+				b = append(b, cell...)
+			}
+			for range width[i] - utf8.RuneCountInString(cell) { // (strings.Repeat: 1.5 KB on mipsle)
+				b = append(b, ' ')
+			}
 			if c.right {
-				b = append(append(b, pad...), cell...)
-			} else {
-				b = append(append(b, cell...), pad...)
+				b = append(b, cell...)
 			}
 		}
 		b = append(append(b, r[len(r)-1]...), '\n')

@@ -63,6 +63,8 @@ func (f *File) Err() error {
 // Warning is a problem that does not stop sqm: an option nobody reads, or
 // a section sqm-scripts would skip. Callers decide whether to print it.
 type Warning struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Pos     Position
 	Section string
 	Option  string
@@ -403,7 +405,7 @@ func parseQueue(file string, s *uci.Section) (Queue, []Warning, []error) {
 		if v == "" {
 			continue // empty means unset: the script default stays
 		}
-		if (o.Name == "ilimit" || o.Name == "elimit") && strings.Trim(v, "0") == "" {
+		if (o.Name == "ilimit" || o.Name == "elimit") && strings.TrimLeft(v, "0") == "" { // all zeros (TrimLeft: strings.Trim is linked nowhere else)
 			// LuCI's form accepts 0 (its datatype is a plain uinteger)
 			// next to "leave empty for default". sqm-scripts would pass
 			// "limit 0" to tc, a queue that drops nearly every packet;

@@ -95,6 +95,8 @@ func (q *Queue) Errorf(option, format string, args ...any) error {
 
 // OptionError is an error about one option; callers print it as is.
 type OptionError struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Pos     Position
 	Section string
 	Option  string

@@ -1,13 +1,12 @@
 package json
 
 import (
-	"encoding"
-	"encoding/base64"
 	"errors"
 	"io"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -67,6 +66,8 @@ type decoder struct {
 // A step is one level of the Go path kept for errors: a field, a map key
 // or (name == "") an index.
 type step struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	name  string
 	index int
 	key   bool
@@ -128,11 +129,27 @@ func (d *decoder) value(v reflect.Value) error {
 	return d.literal(d.data[start:d.off], v, start)
 }
 
+// A hook is how a value with decoding of its own takes its JSON: see
+// RawDecoder and StringDecoder. time.Time is decoded here (parseTime).
+type hook struct {
+	raw  RawDecoder
+	str  StringDecoder
+	time *time.Time
+	// refuse names a standard method (UnmarshalJSON, UnmarshalText) that
+	// the value has and this package does not call: see RawDecoder.
+	refuse string
+}
+
+func (h *hook) set() bool { return h.raw != nil || h.str != nil || h.time != nil || h.refuse != "" }
+
+var timeType = reflect.TypeFor[time.Time]()
+
 // indirect goes through pointers (allocating nil ones) and interfaces
 // holding pointers to the value to store into, stopping early at a
-// JSON or text unmarshaler. For null it stops at the last settable
-// pointer so that null can clear it.
-func indirect(v reflect.Value, null bool) (Unmarshaler, encoding.TextUnmarshaler, reflect.Value) {
+// value with a hook. For null it stops at the last settable pointer so
+// that null can clear it, and only a RawDecoder (or a time, which
+// ignores it, as time.Time's UnmarshalJSON does) takes it.
+func indirect(v reflect.Value, null bool) (hook, reflect.Value) {
 	v0 := v
 	haveAddr := false
 	// A named value's pointer methods count: start from its address.
@@ -167,13 +184,22 @@ func indirect(v reflect.Value, null bool) (Unmarshaler, encoding.TextUnmarshaler
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
-		if v.Type().NumMethod() > 0 && v.CanInterface() {
-			if u, ok := v.Interface().(Unmarshaler); ok {
-				return u, nil, reflect.Value{}
+		if t := v.Type(); t.NumMethod() > 0 && v.CanInterface() {
+			if t.Elem() == timeType {
+				return hook{time: v.Interface().(*time.Time)}, reflect.Value{}
+			}
+			if u, ok := v.Interface().(RawDecoder); ok {
+				return hook{raw: u}, reflect.Value{}
+			}
+			if t.Implements(unmarshalerType) {
+				return hook{refuse: "UnmarshalJSON"}, reflect.Value{}
 			}
 			if !null {
-				if u, ok := v.Interface().(encoding.TextUnmarshaler); ok {
-					return nil, u, reflect.Value{}
+				if u, ok := v.Interface().(StringDecoder); ok {
+					return hook{str: u}, reflect.Value{}
+				}
+				if t.Implements(textUnmarshalerType) {
+					return hook{refuse: "UnmarshalText"}, reflect.Value{}
 				}
 			}
 		}
@@ -184,29 +210,47 @@ func indirect(v reflect.Value, null bool) (Unmarshaler, encoding.TextUnmarshaler
 			v = v.Elem()
 		}
 	}
-	return nil, nil, v
+	return hook{}, v
+}
+
+// refused is the error for a type with a standard decoding method only.
+func (d *decoder) refused(method string, t reflect.Type, off int) error {
+	ours := "DecodeJSON"
+	if method == "UnmarshalText" {
+		ours = "DecodeJSONString"
+	}
+	return &Error{Path: d.where(), Offset: int64(off), Msg: "a " + t.String() + " has " + method +
+		", which this package does not call: give it a " + ours + " method"}
 }
 
 // composite handles an object or array (kind, for errors) that starts at
-// start and goes to a type with its own methods: UnmarshalJSON gets the
-// raw value; a text unmarshaler cannot take one. done is false when v
-// (pointers allocated on the way) is for the caller to fill.
+// start and goes to a type with a hook: a RawDecoder gets the raw
+// value; a StringDecoder cannot take one, nor can a time. done is false
+// when v (pointers allocated on the way) is for the caller to fill.
 func (d *decoder) composite(v reflect.Value, start int, kind string) (_ reflect.Value, done bool, _ error) {
-	u, ut, pv := indirect(v, false)
-	if u != nil {
+	h, pv := indirect(v, false)
+	switch {
+	case h.raw != nil:
 		d.skip()
-		if err := u.UnmarshalJSON(d.data[start:d.off]); err != nil {
-			return pv, true, d.methodError("UnmarshalJSON", err, start)
+		if err := h.raw.DecodeJSON(d.data[start:d.off]); err != nil {
+			return pv, true, d.methodError("DecodeJSON", err, start)
 		}
 		return pv, true, nil
-	}
-	if ut != nil {
+	case h.time != nil:
+		return pv, true, d.methodError("Time.UnmarshalJSON", errNotString, start)
+	case h.refuse != "":
+		return pv, true, d.refused(h.refuse, v.Type(), start)
+	case h.str != nil:
 		d.typeError(kind, v.Type(), start)
 		d.skip()
 		return pv, true, nil
 	}
 	return pv, false, nil
 }
+
+// errNotString is time.Time's UnmarshalJSON's error for a value that is
+// not a string.
+var errNotString = errors.New("input is not a JSON string")
 
 func (d *decoder) object(v reflect.Value) error {
 	start := d.off
@@ -384,7 +428,7 @@ func (d *decoder) array(v reflect.Value) error {
 	if i < v.Len() {
 		if v.Kind() == reflect.Array {
 			for ; i < v.Len(); i++ {
-				v.Index(i).SetZero()
+				v.Index(i).Set(reflect.Zero(v.Type().Elem())) // (SetZero: 1.1 KB more)
 			}
 		} else {
 			v.SetLen(i)
@@ -410,20 +454,37 @@ func literalKind(c byte) string {
 
 func (d *decoder) literal(item []byte, v reflect.Value, off int) error {
 	null := item[0] == 'n'
-	u, ut, pv := indirect(v, null)
-	if u != nil {
-		if err := u.UnmarshalJSON(item); err != nil {
-			return d.methodError("UnmarshalJSON", err, off)
+	h, pv := indirect(v, null)
+	switch {
+	case h.raw != nil:
+		if err := h.raw.DecodeJSON(item); err != nil {
+			return d.methodError("DecodeJSON", err, off)
 		}
 		return nil
-	}
-	if ut != nil {
+	case h.time != nil:
+		if null {
+			return nil
+		}
+		if item[0] != '"' {
+			return d.methodError("Time.UnmarshalJSON", errNotString, off)
+		}
+		// Between the quotes as they are: time.Time's UnmarshalJSON does
+		// not unescape either.
+		// A bad time leaves the zero time, as there.
+		var err error
+		if *h.time, err = parseTime(item[1 : len(item)-1]); err != nil {
+			return d.methodError("Time.UnmarshalJSON", err, off)
+		}
+		return nil
+	case h.refuse != "":
+		return d.refused(h.refuse, v.Type(), off)
+	case h.str != nil:
 		if item[0] != '"' {
 			d.typeError(literalKind(item[0]), v.Type(), off)
 			return nil
 		}
-		if err := ut.UnmarshalText([]byte(unquote(item))); err != nil {
-			return d.methodError("UnmarshalText", err, off)
+		if err := h.str.DecodeJSONString([]byte(unquote(item))); err != nil {
+			return d.methodError("DecodeJSONString", err, off)
 		}
 		return nil
 	}
@@ -434,7 +495,7 @@ func (d *decoder) literal(item []byte, v reflect.Value, off int) error {
 	case c == 'n':
 		switch k {
 		case reflect.Interface, reflect.Pointer, reflect.Map, reflect.Slice:
-			v.SetZero()
+			v.Set(reflect.Zero(v.Type()))
 		}
 	case c == 't' || c == 'f':
 		switch {
@@ -451,10 +512,10 @@ func (d *decoder) literal(item []byte, v reflect.Value, off int) error {
 		case k == reflect.String:
 			v.SetString(s)
 		case k == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8:
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
+			b, ok := decodeBase64(s)
+			if !ok {
 				if d.saved == nil {
-					d.saved = &Error{Path: d.where(), Offset: int64(off), Msg: "string is not base64: " + err.Error(), Err: err}
+					d.saved = &Error{Path: d.where(), Offset: int64(off), Msg: "string is not base64 (standard, padded)"}
 				}
 				return nil
 			}

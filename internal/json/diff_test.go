@@ -287,7 +287,7 @@ func TestErrors(t *testing.T) {
 		{"range", func() error { return json.Unmarshal([]byte(`{"I8":128}`), new(kitchen)) }, []string{"kitchen.I8", "number 128", "int8"}},
 		{"map key", func() error { return json.Unmarshal([]byte(`{"MI":{"x":"y"}}`), new(kitchen)) }, []string{`kitchen.MI`, `key "x"`, "int8"}},
 		{"map path", func() error { return json.Unmarshal([]byte(`{"M":{"k":{"a":true}}}`), new(kitchen)) }, []string{`kitchen.M["k"].A`, "bool"}},
-		{"text method", func() error { return json.Unmarshal([]byte(`{"h":"zz"}`), new(kitchen)) }, []string{"kitchen.H", "UnmarshalText", "at byte 5"}},
+		{"text method", func() error { return json.Unmarshal([]byte(`{"h":"zz"}`), new(kitchen)) }, []string{"kitchen.H", "DecodeJSONString", "parse handle", "at byte 5"}},
 		{"base64", func() error { return json.Unmarshal([]byte(`{"bytes":"!"}`), new(kitchen)) }, []string{"kitchen.Bytes", "base64"}},
 		{"not a pointer", func() error { return json.Unmarshal([]byte(`1`), kitchen{}) }, []string{"non-nil pointer", "json_test.kitchen"}},
 		{"depth", func() error { return json.Unmarshal([]byte(deep), new(any)) }, []string{"nested more than 10000"}},

@@ -20,8 +20,7 @@ func explain(op string, err error, hint string) error {
 		return nil
 	}
 	detail := err.Error()
-	var oe *netlink.Error
-	if errors.As(err, &oe) {
+	if oe, ok := netlink.As[*netlink.Error](err); ok {
 		detail = oe.Errno.Error()
 		if oe.Message != "" {
 			detail += fmt.Sprintf(" (kernel: %q)", oe.Message)

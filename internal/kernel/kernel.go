@@ -96,6 +96,8 @@ func (c *Conn) Close() error {
 // (JSON) and is all Remove needs; Plan lets a failed re-apply restore the
 // previous tree exactly.
 type Owned struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Interface    string      `json:"interface"`
 	Ifindex      int         `json:"ifindex"`
 	EgressRoot   bool        `json:"egress_root"`

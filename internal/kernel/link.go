@@ -16,6 +16,8 @@ const ifbTxQLen = 32
 
 // link is what sqm needs to know about a device.
 type link struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Name  string
 	Index int
 	MTU   int

@@ -18,12 +18,16 @@ func xmitTicks(rate uint64, size uint32, tick float64) uint32 {
 	if rate == 0 {
 		return 0
 	}
-	usec := math.Floor(1e6 * float64(size) / float64(rate))
-	if usec > math.MaxUint32 {
+	// Floors of non-negative values (tick is positive) by conversion to
+	// uint32 below 2^32: math.Floor is 1.4 KB of softfloat code on mipsle.
+	usec := 1e6 * float64(size) / float64(rate)
+	if usec >= math.MaxUint32 {
 		usec = math.MaxUint32
+	} else {
+		usec = float64(uint32(usec))
 	}
-	t := math.Floor(usec * tick)
-	if t > math.MaxUint32 {
+	t := usec * tick
+	if t >= math.MaxUint32 {
 		return math.MaxUint32
 	}
 	return uint32(t)

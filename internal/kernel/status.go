@@ -43,6 +43,8 @@ type DeviceStatus struct {
 
 // QdiscStatus is one qdisc with its counters.
 type QdiscStatus struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Kind   string      `json:"kind"`
 	Handle plan.Handle `json:"handle"`
 	Parent plan.Handle `json:"parent"`
@@ -53,6 +55,8 @@ type QdiscStatus struct {
 
 // ClassStatus is one class with its counters.
 type ClassStatus struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Kind    string      `json:"kind"`
 	ClassID plan.Handle `json:"classid"`
 	Parent  plan.Handle `json:"parent"`

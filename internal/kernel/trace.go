@@ -8,6 +8,8 @@ import (
 
 // Op is one change Apply or Remove sent to the kernel, for SetTrace.
 type Op struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	// Device is the network device the change is about (an interface or
 	// its IFB), by name.
 	Device string

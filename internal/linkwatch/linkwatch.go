@@ -21,6 +21,8 @@ import (
 
 // Event is one change of one interface.
 type Event struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Name  string
 	Index int
 	// Up is true when the interface is administratively up (IFF_UP) and

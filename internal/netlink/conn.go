@@ -235,8 +235,7 @@ func (c *Conn) recv() ([]byte, uint32, error) {
 		err = rerr
 	}
 	if err != nil {
-		var errno unix.Errno
-		if errors.As(err, &errno) {
+		if _, ok := As[unix.Errno](err); ok {
 			err = os.NewSyscallError("recvfrom", err)
 		}
 		return nil, 0, fmt.Errorf("netlink: receive: %w", c.wrap(err))

@@ -89,6 +89,8 @@ type dir struct {
 
 // builder holds one Build call's inputs and the plan being filled in.
 type builder struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	q    *config.Queue
 	env  Env
 	p    *Plan

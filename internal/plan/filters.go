@@ -12,16 +12,16 @@ type dscpClass struct {
 	class uint16 // minor of 1:x
 }
 
-func dscpMap() []dscpClass {
-	return []dscpClass{
-		{0x00, "0x00", "CS0/BE", 0x12},
-		{0x20, "0x20", "CS1", 0x13},
-		{0x10, "0x10", "TOS low-delay", 0x11},
-		{0xb8, "0xb8", "EF", 0x11},
-		{0xc0, "0xc0", "CS6", 0x11},
-		{0xe0, "0xe0", "CS7", 0x11},
-		{0x90, "0x90", "AF42", 0x11},
-	}
+// dscpMap is static data, read only (a function building it on each
+// call costs code and an equality function).
+var dscpMap = []dscpClass{
+	{0x00, "0x00", "CS0/BE", 0x12},
+	{0x20, "0x20", "CS1", 0x13},
+	{0x10, "0x10", "TOS low-delay", 0x11},
+	{0xb8, "0xb8", "EF", 0x11},
+	{0xc0, "0xc0", "CS6", 0x11},
+	{0xe0, "0xe0", "CS7", 0x11},
+	{0x90, "0x90", "AF42", 0x11},
 }
 
 // encap is a way an IP packet can appear to tc: protocol is the skb
@@ -104,7 +104,7 @@ func (e encap) icmpKey() U32Key {
 // kernel keeps one u32 table per prio and protocol and refuses a second
 // protocol on a used prio.
 func dscpFilters(parent Handle) []Filter {
-	encaps, dscpMap := encaps(), dscpMap()
+	encaps := encaps()
 	n := len(encaps)*(len(dscpMap)+1) + 1
 	fs := make([]Filter, 0, n)
 	// One allocation each for the selectors and their keys (at most three

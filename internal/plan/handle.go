@@ -43,3 +43,7 @@ func (h *Handle) UnmarshalText(b []byte) error {
 	*h = v
 	return nil
 }
+
+// DecodeJSONString is UnmarshalText for sqm/internal/json, which does not
+// call UnmarshalText (its StringDecoder says why).
+func (h *Handle) DecodeJSONString(b []byte) error { return h.UnmarshalText(b) }

@@ -99,6 +99,8 @@ type Ingress struct {
 // Qdisc is one queueing discipline. Exactly one of the kind-specific option
 // pointers matching Kind is set (none for "ingress").
 type Qdisc struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	Handle Handle `json:"handle"`
 	Parent Handle `json:"parent"`
 	Kind   string `json:"kind"`
@@ -190,6 +192,8 @@ type TBF struct {
 // RateLinkLayer is link-layer accounting carried inside a rate spec
 // (linklayer_adaptation_mechanism htb_private).
 type RateLinkLayer struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	LinkLayer string `json:"linklayer"` // "ethernet" or "atm"
 	Overhead  int32  `json:"overhead"`
 	MPU       uint32 `json:"mpu"`
@@ -198,6 +202,8 @@ type RateLinkLayer struct {
 
 // Cake options. Pointers and zero values mean "not given": cake's default.
 type Cake struct {
+	_ [0]func() // not comparable: no equality code (docs/testing.md, "Package sizes")
+
 	BandwidthBits uint64        `json:"bandwidth_bits"`      // 0: unlimited
 	Diffserv      string        `json:"diffserv,omitempty"`  // diffserv3|diffserv4|diffserv8|besteffort|precedence
 	FlowMode      string        `json:"flow_mode,omitempty"` // flowblind|srchost|dsthost|hosts|flows|dual-srchost|dual-dsthost|triple-isolate

@@ -112,11 +112,7 @@ func (s *Store) read(path string) (*State, error) {
 
 // All returns every state, sorted by interface.
 func (s *Store) All() ([]*State, error) {
-	names, err := filepath.Glob(filepath.Join(s.Dir, "*.state.json"))
-	if err != nil {
-		return nil, fmt.Errorf("state: list %s: %w", s.Dir, err)
-	}
-	slices.Sort(names)
+	names := s.list(".state.json")
 	var out []*State
 	var errs []error
 	for _, n := range names {
@@ -208,16 +204,39 @@ func (s *Store) Interrupted() (map[string]Interrupted, error) {
 	return out, err
 }
 
+// list returns the sorted paths of the files in the state directory
+// whose names end in suffix: what filepath.Glob(filepath.Join(s.Dir,
+// "*"+suffix)) returned, without Glob's pattern matcher (5 KB of the
+// router build on mipsle). As with Glob, a directory that cannot be read
+// (or is missing) lists nothing; unlike Glob, a directory whose name has
+// *, ? or [ in it is taken as it is.
+func (s *Store) list(suffix string) []string {
+	dir := s.Dir
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	var out []string
+	for _, n := range names {
+		if strings.HasSuffix(n, suffix) {
+			out = append(out, filepath.Join(s.Dir, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // orphans are the records of interrupted applies on interfaces that no
 // state describes: a first apply killed before it saved one. What such an
 // apply built, nothing else records.
 func (s *Store) orphans() (map[string]*pending, error) {
-	names, err := filepath.Glob(filepath.Join(s.Dir, "*.pending.json"))
-	if err != nil {
-		return nil, fmt.Errorf("state: list %s: %w", s.Dir, err)
-	}
 	out := map[string]*pending{}
-	for _, n := range names {
+	for _, n := range s.list(".pending.json") {
 		iface := strings.TrimSuffix(filepath.Base(n), ".pending.json")
 		if checkIfaceName(iface) != nil {
 			continue

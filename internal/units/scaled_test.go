@@ -3,6 +3,7 @@ package units
 import (
 	"math"
 	"math/big"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -78,4 +79,16 @@ func FuzzScaled(f *testing.F) {
 		checkScaled(t, digits, exp10, scale, math.MaxUint64)
 		checkScaled(t, digits, exp10, scale, math.MaxUint32)
 	})
+}
+
+// TestDiv10LikeDiv64 holds div10 to bits.Div64 at the edges of its range.
+func TestDiv10LikeDiv64(t *testing.T) {
+	for hi := uint64(0); hi < 10; hi++ {
+		for _, lo := range []uint64{0, 1, 9, 10, 11, 1<<32 - 1, 1 << 32, 1<<32 + 9, 1<<63 - 1, 1 << 63, 1<<64 - 10, 1<<64 - 1, 0x123456789abcdef0} {
+			want, _ := bits.Div64(hi, lo, 10)
+			if got := div10(hi, lo); got != want {
+				t.Errorf("div10(%d, %#x) = %d, bits.Div64 gives %d", hi, lo, got, want)
+			}
+		}
+	}
 }

@@ -61,61 +61,58 @@ type unit struct {
 }
 
 // rateUnits follows tc's suffixes[] table; the scale is in bits per second.
-func rateUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"bit", 1},
-		{"kibit", 1 << 10},
-		{"kbit", 1e3},
-		{"mibit", 1 << 20},
-		{"mbit", 1e6},
-		{"gibit", 1 << 30},
-		{"gbit", 1e9},
-		{"tibit", 1 << 40},
-		{"tbit", 1e12},
-		{"bps", 8},
-		{"kibps", 8 << 10},
-		{"kbps", 8e3},
-		{"mibps", 8 << 20},
-		{"mbps", 8e6},
-		{"gibps", 8 << 30},
-		{"gbps", 8e9},
-		{"tibps", 8 << 40},
-		{"tbps", 8e12},
-	}
+// The tables are static data, read only: built by a function on each
+// call they cost code and an equality function each (docs/testing.md,
+// "Package sizes").
+var rateUnits = []unit{
+	{"", 1},
+	{"bit", 1},
+	{"kibit", 1 << 10},
+	{"kbit", 1e3},
+	{"mibit", 1 << 20},
+	{"mbit", 1e6},
+	{"gibit", 1 << 30},
+	{"gbit", 1e9},
+	{"tibit", 1 << 40},
+	{"tbit", 1e12},
+	{"bps", 8},
+	{"kibps", 8 << 10},
+	{"kbps", 8e3},
+	{"mibps", 8 << 20},
+	{"mbps", 8e6},
+	{"gibps", 8 << 30},
+	{"gbps", 8e9},
+	{"tibps", 8 << 40},
+	{"tbps", 8e12},
 }
 
 // sizeUnits follows tc's get_size; the scale is in bytes.
-func sizeUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"b", 1},
-		{"k", 1 << 10},
-		{"kb", 1 << 10},
-		{"kbit", 1 << 10 / 8},
-		{"m", 1 << 20},
-		{"mb", 1 << 20},
-		{"mbit", 1 << 20 / 8},
-		{"g", 1 << 30},
-		{"gb", 1 << 30},
-		{"gbit", 1 << 30 / 8},
-	}
+var sizeUnits = []unit{
+	{"", 1},
+	{"b", 1},
+	{"k", 1 << 10},
+	{"kb", 1 << 10},
+	{"kbit", 1 << 10 / 8},
+	{"m", 1 << 20},
+	{"mb", 1 << 20},
+	{"mbit", 1 << 20 / 8},
+	{"g", 1 << 30},
+	{"gb", 1 << 30},
+	{"gbit", 1 << 30 / 8},
 }
 
 // timeUnits follows tc's get_time; the scale is in microseconds.
-func timeUnits() []unit {
-	return []unit{
-		{"", 1},
-		{"us", 1},
-		{"usec", 1},
-		{"usecs", 1},
-		{"ms", 1e3},
-		{"msec", 1e3},
-		{"msecs", 1e3},
-		{"s", 1e6},
-		{"sec", 1e6},
-		{"secs", 1e6},
-	}
+var timeUnits = []unit{
+	{"", 1},
+	{"us", 1},
+	{"usec", 1},
+	{"usecs", 1},
+	{"ms", 1e3},
+	{"msec", 1e3},
+	{"msecs", 1e3},
+	{"s", 1e6},
+	{"sec", 1e6},
+	{"secs", 1e6},
 }
 
 const (
@@ -127,7 +124,7 @@ const (
 // ParseRate parses a tc rate and returns it in bits per second. tc itself
 // hands the kernel bytes per second (the result divided by 8, truncated).
 func ParseRate(s string) (uint64, error) {
-	v, err := parse(s, rateUnits(), math.MaxUint64)
+	v, err := parse(s, rateUnits, math.MaxUint64)
 	if err != nil {
 		return 0, fmt.Errorf("parse rate %q: %w; expected %s", s, err, rateExpect)
 	}
@@ -136,7 +133,7 @@ func ParseRate(s string) (uint64, error) {
 
 // ParseSize parses a tc size and returns it in bytes.
 func ParseSize(s string) (uint32, error) {
-	v, err := parse(s, sizeUnits(), math.MaxUint32)
+	v, err := parse(s, sizeUnits, math.MaxUint32)
 	if err != nil {
 		return 0, fmt.Errorf("parse size %q: %w; expected %s", s, err, sizeExpect)
 	}
@@ -146,7 +143,7 @@ func ParseSize(s string) (uint32, error) {
 // ParseTime parses a tc time. The result is a whole number of microseconds,
 // the resolution tc and the kernel's AQM parameters use.
 func ParseTime(s string) (time.Duration, error) {
-	v, err := parse(s, timeUnits(), math.MaxUint32)
+	v, err := parse(s, timeUnits, math.MaxUint32)
 	if err != nil {
 		return 0, fmt.Errorf("parse time %q: %w; expected %s", s, err, timeExpect)
 	}
@@ -293,22 +290,26 @@ func scaled(digits string, exp10 int, scale, max uint64) (uint64, error) {
 		return 0, nil
 	}
 	// The integer part and the fraction part of digits * 10^exp10.
-	intPart, frac, shift := digits, "", 0
+	intPart, frac, shift, zeros := digits, "", 0, 0
 	switch {
 	case exp10 > 0:
 		if len(digits)+exp10 > 20 { // at least 10^20 > MaxUint64
 			return 0, tooLarge
 		}
-		intPart += strings.Repeat("0", exp10)
+		zeros = exp10 // after intPart's digits
 	case exp10 < 0 && -exp10 >= len(digits):
 		intPart, frac, shift = "", digits, -exp10-len(digits)
 	case exp10 < 0:
 		intPart, frac = digits[:len(digits)+exp10], digits[len(digits)+exp10:]
 	}
 	var n uint64
-	for i := 0; i < len(intPart); i++ {
+	for i := 0; i < len(intPart)+zeros; i++ {
+		var d uint64
+		if i < len(intPart) {
+			d = uint64(intPart[i] - '0')
+		}
 		hi, lo := bits.Mul64(n, 10)
-		lo, c := bits.Add64(lo, uint64(intPart[i]-'0'), 0)
+		lo, c := bits.Add64(lo, d, 0)
 		if hi != 0 || c != 0 {
 			return 0, tooLarge
 		}
@@ -321,12 +322,12 @@ func scaled(digits string, exp10 int, scale, max uint64) (uint64, error) {
 	// floor(0.frac * scale / 10^shift), from the last digit: for an integer
 	// a, floor((a + x) / 10) = floor((a + floor(x)) / 10), so each step can
 	// keep only the integer part. Each step's sum is below 10*scale, so its
-	// high word is below 10 and Div64 cannot overflow.
+	// high word is below 10 (div10's condition).
 	var q uint64
 	for i := len(frac) - 1; i >= 0; i-- {
 		hi, lo := bits.Mul64(uint64(frac[i]-'0'), scale)
 		lo, c := bits.Add64(lo, q, 0)
-		q, _ = bits.Div64(hi+c, lo, 10)
+		q = div10(hi+c, lo)
 	}
 	for ; shift > 0 && q > 0; shift-- {
 		q /= 10
@@ -336,6 +337,15 @@ func scaled(digits string, exp10 int, scale, max uint64) (uint64, error) {
 		return 0, tooLarge
 	}
 	return v, nil
+}
+
+// div10 is (hi<<64 | lo) / 10 for hi < 10, by long division in 32-bit
+// limbs: bits.Div64 is 1.4 KB of code on mipsle for this one use.
+func div10(hi, lo uint64) uint64 {
+	x := hi<<32 | lo>>32 // < 10<<32: the quotient fits 32 bits
+	q1, r := x/10, x%10
+	x = r<<32 | lo&0xffffffff
+	return q1<<32 | x/10
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
