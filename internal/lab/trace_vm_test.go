@@ -28,21 +28,26 @@ import (
 // timer backs off during a stall, so the senders come back up to that
 // long after it, while the FIFO's packets leave at once; a run measured
 // 2.3 and 1.3 Mbit/s in the two seconds after the stall, another 7.2 and
-// 7.4), mean goodput is 85 % .. 103 % of capacity
-// times the framing's efficiency (1448/1514), and each of those seconds
-// 70 % .. 130 %. The first step is not judged: it is TCP's slow start
-// into the FIFO, which overshoots and loses a window (the load's
-// business, not the modem's). Above: tbf refills its 5 ms bucket only at changes, so
-// nothing passes more than the rate; the per-second slack is the tester's
-// samples, which are the client's reads: a sample taken L late moves L's
-// share of a second's bytes into the next second, and the VM's emulated
-// CPU runs them (and the modem's own schedule, see modem_late_ms) 100 to
-// 300 ms late on a loaded host (a run with the modem at most 122 ms late
-// read 1.55 then 2.16 Mbit/s in a 2 Mbit/s step whose mean was 98 %); the
-// step mean takes that back out. Below: a modem that did not follow
-// lands far outside (a rate left at 2 Mbit/s after the step up gives
-// 25 %, one left at 8 in the 2 Mbit/s step 400 %; netem's enqueue-time
-// rate would keep the old rate for a FIFO's length, 600 ms at 2 Mbit/s).
+// 7.4), the modem must carry the trace by the kernel's count: its tbf's
+// bytes, read at every follower tick, are at most the rate plus one
+// bucket, and while its queue is backlogged at least 85 % of the rate
+// (checkModemStep says why). The first step is not judged: it is TCP's
+// slow start into the FIFO, which overshoots and loses a window (the
+// load's business, not the modem's).
+//
+// The tester's goodput is not the judge of the modem: its per-second
+// samples are the client's reads, and the VM's emulated CPU runs them
+// (and the modem's own schedule, see modem_late_ms) 100 to 300 ms late
+// on a loaded host, which moves bytes between seconds and across a
+// step's edges: a run read 11.79 Mbit/s (153 %) in a second of an
+// 8 Mbit/s step, and a step mean of 115 %, while tbf cannot pass more
+// than its rate plus a 5 ms bucket. Goodput stays as a sanity check of
+// the load only: a step's mean at least 70 % of capacity less framing
+// (1448/1514), so that the load filled the modem. A modem that did not
+// follow lands far outside the kernel's bounds (a rate left at 2 Mbit/s
+// after the step up sends 25 %, one left at 8 in the 2 Mbit/s step 400 %;
+// netem's enqueue-time rate would keep the old rate for a FIFO's length,
+// 600 ms at 2 Mbit/s).
 //
 // The stall must be a stall: the down modem's tbf sends at most one
 // packet between the change into it and the change out of it (the
@@ -82,7 +87,12 @@ func TestVMTraceFollow(t *testing.T) {
 			k, s.CapacityDownMbps[k], s.GoodputDownMbps[k], s.InducedDownMs[k], s.InducedDownMaxMs[k], s.GoodputUpMbps[k], s.InducedUpMs[k])
 	}
 
-	eff := o.Link.Efficiency()
+	link, err := o.Link.Resolve() // the framing the run used (Overhead -1: the link layer's)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := link.Efficiency()
+	down, _ := link.Modems()
 	steps := tr.Steps()
 	checked := 0
 	for i, st := range steps[1:] {
@@ -102,14 +112,14 @@ func TestVMTraceFollow(t *testing.T) {
 		for k := from; k < to; k++ {
 			checked++
 			sum += s.GoodputDownMbps[k]
-			if r := s.GoodputDownMbps[k] / (c * eff); r < 0.70 || r > 1.30 {
-				t.Errorf("second %d: goodput %.2f Mbit/s is %.0f%% of the trace's %.1f Mbit/s less framing, want 70..130%%", k, s.GoodputDownMbps[k], 100*r, c)
-			}
 		}
+		// goodput, a sanity check of the tester only (see above)
 		mean := sum / float64(to-from)
-		if r := mean / (c * eff); r < 0.85 || r > 1.03 {
-			t.Errorf("step at %v (%.1f Mbit/s), seconds %d..%d: mean goodput %.2f Mbit/s is %.0f%% of capacity less framing, want 85..103%%", st.Start, c, from, to-1, mean, 100*r)
+		if r := mean / (c * eff); r < 0.70 {
+			t.Errorf("step at %v (%.1f Mbit/s), seconds %d..%d: mean goodput %.2f Mbit/s is %.0f%% of capacity less framing, want at least 70%%", st.Start, c, from, to-1, mean, 100*r)
 		}
+		// the modem, by the kernel's count
+		checkModemStep(t, rep.modemSamples, down, st.Bits, time.Duration(from)*time.Second, time.Duration(to)*time.Second, mean/(c*eff))
 	}
 	if checked < 5 {
 		t.Errorf("only %d settled seconds checked", checked)
@@ -230,5 +240,70 @@ func TestVMTraceFollow(t *testing.T) {
 	}
 	if *back.Trace["down"].File != "vm-follow.steps" || *back.Trace["up"].File != "" {
 		t.Errorf("trace files %q / %q", *back.Trace["down"].File, *back.Trace["up"].File)
+	}
+}
+
+// checkModemStep judges the down modem over [from, to) of a step at bits/s
+// by its tbf's counters (samples, one per follower tick): framed bytes
+// sent (skb lengths plus the overhead tbf adds to each) are at most the
+// rate times the longest the span can have been plus one bucket (tbf
+// cannot send more than its tokens, and the bucket holds at most one
+// burst when the span starts; the follower changes the rate only when it
+// differs, so no refill happens inside a step); and over the tick pairs
+// where the queue was backlogged at both ends, at least 85 % of the rate
+// times the shortest the span can have been. A backlogged tbf falls short
+// only when it is dequeued more than a bucket (5 ms) late, which loses
+// the tokens beyond it: the VM's timing, measured 89.6 % in an 8 Mbit/s
+// step of a run whose modem schedule ran 95 ms late (97.8 and 100.4 % in
+// the others). 85 % is the bound the test put on goodput before, which
+// can only be less than what the modem sent, so this is no looser. Those
+// pairs must cover half the step, or the load did not keep the modem
+// busy and nothing is judged.
+func checkModemStep(t *testing.T, samples []modemSample, m Modem, bits uint64, from, to time.Duration, goodput float64) {
+	t.Helper()
+	tb, err := m.tbf(bits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LinkLayer != "ethernet" {
+		t.Fatalf("checkModemStep counts ethernet framing, link layer %q", m.LinkLayer)
+	}
+	ov := uint64(m.Overhead - ethHeader)
+	var in []modemSample
+	for _, x := range samples {
+		if x.at >= from && x.at+x.took <= to {
+			in = append(in, x)
+		}
+	}
+	if len(in) < 2 || in[len(in)-1].at-in[0].at < (to-from)/2 {
+		t.Errorf("step at %.1f Mbit/s, %v..%v: %d modem samples, want ones spanning at least half of it", float64(bits)/1e6, from, to, len(in))
+		return
+	}
+	bps := float64(bits) / 8
+	framed := func(a, b modemSample) float64 {
+		return float64(b.bytes - a.bytes + uint64(b.packets-a.packets)*ov)
+	}
+	a, b := in[0], in[len(in)-1]
+	sent := framed(a, b)
+	maxSpan := (b.at + b.took - a.at).Seconds()
+	limit := bps*maxSpan + float64(*tb.Burst)
+	var busySent, busySpan float64
+	for i := 1; i < len(in); i++ {
+		p, q := in[i-1], in[i]
+		if p.qlen > 0 && q.qlen > 0 {
+			busySent += framed(p, q)
+			busySpan += (q.at - (p.at + p.took)).Seconds()
+		}
+	}
+	whole := (b.at - (a.at + a.took)).Seconds()
+	t.Logf("step at %.1f Mbit/s, %v..%v: the modem sent %.0f bytes in %.3f s (%.1f%% of the rate; at most %.0f), backlogged %.3f s of it at %.1f%% of the rate; tester goodput %.0f%% of capacity less framing",
+		float64(bits)/1e6, from, to, sent, whole, 100*sent/(bps*whole), limit, busySpan, 100*busySent/(bps*busySpan), 100*goodput)
+	if sent > limit {
+		t.Errorf("step at %.1f Mbit/s, %v..%v: the modem sent %.0f bytes, more than the rate and a bucket allow (%.0f): it passes more than the trace", float64(bits)/1e6, from, to, sent, limit)
+	}
+	if busySpan < whole/2 {
+		t.Errorf("step at %.1f Mbit/s, %v..%v: the modem's queue was backlogged only %.3f of %.3f s: the load did not keep it busy", float64(bits)/1e6, from, to, busySpan, whole)
+	} else if r := busySent / (bps * busySpan); r < 0.85 {
+		t.Errorf("step at %.1f Mbit/s, %v..%v: backlogged, the modem sent %.1f%% of the rate, want at least 85%%: it falls behind the trace", float64(bits)/1e6, from, to, 100*r)
 	}
 }

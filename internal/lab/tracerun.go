@@ -104,6 +104,7 @@ type TraceReport struct {
 	probeOff           time.Duration
 	probeDown, probeUp []owdRec
 	modemLog           []modemChange
+	modemSamples       []modemSample // the down modem's, one per follower tick
 }
 
 // TraceInfoPair is the trace of each direction.
@@ -336,7 +337,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		return nil, f.err
 	}
 	rep.Load = res
-	rep.ModemChanges, rep.ModemLateMs, rep.modemLog = f.changes, float64(f.late)/1e6, f.log
+	rep.ModemChanges, rep.ModemLateMs, rep.modemLog, rep.modemSamples = f.changes, float64(f.late)/1e6, f.log, f.samples
 	rep.Link.Modem.After = t.status(t.isp, ispDown, ispUp)
 	devs := []string{wanDev}
 	if ifb != "" {
@@ -411,6 +412,19 @@ type follower struct {
 	late    time.Duration
 	err     error
 	log     []modemChange
+	samples []modemSample
+}
+
+// modemSample is the down modem's tbf counters read at one of the
+// follower's ticks: what the test judges the modem by (bytes sent over a
+// step while its queue was backlogged), since the load tester's per-second
+// goodput is the client's reads, which the VM's timing bunches (a second
+// read 153 % of a capacity the modem cannot exceed by more than a bucket).
+type modemSample struct {
+	at, took time.Duration // since the trace's start, before the read; the read's length
+	bytes    uint64        // sent, as the skb lengths tbf counts (no overhead)
+	packets  uint32
+	qlen     uint32 // tbf's queue (its netem child's packets)
 }
 
 // modemChange is one rate change of a trace modem, with the packets its
@@ -427,16 +441,38 @@ type modemChange struct {
 
 // sent reads the packets the tbf of tm has sent (0 if it cannot be read).
 func (f *follower) sent(tm *traceModem) uint32 {
+	if st := f.stats(tm); st != nil {
+		return st.Packets
+	}
+	return 0
+}
+
+// stats reads the counters of the tbf of tm (nil if they cannot be read).
+func (f *follower) stats(tm *traceModem) *tc.Stats {
 	qs, err := f.conn.Qdisc().Get()
 	if err != nil {
-		return 0
+		return nil
 	}
 	for _, q := range qs {
 		if q.Ifindex == tm.ifindex && q.Kind == "tbf" && q.Stats != nil {
-			return q.Stats.Packets
+			return q.Stats
 		}
 	}
-	return 0
+	return nil
+}
+
+// sample appends the down modem's counters, read now, to f.samples.
+func (f *follower) sample(t0 time.Time) {
+	d := &f.dirs[0]
+	if d.tm == nil {
+		return
+	}
+	before := time.Now()
+	st := f.stats(d.tm)
+	if st == nil {
+		return
+	}
+	f.samples = append(f.samples, modemSample{at: before.Sub(t0), took: time.Since(before), bytes: st.Bytes, packets: st.Packets, qlen: st.Qlen})
 }
 
 func (t *topology) newFollower(dirs *[2]traceDir, interval, d time.Duration) (*follower, error) {
@@ -485,6 +521,7 @@ func (f *follower) run(ctx context.Context, t0 time.Time) {
 			f.log = append(f.log, c)
 			f.changes++
 		}
+		f.sample(t0)
 	}
 }
 
