@@ -62,7 +62,8 @@ routervm:
 # neither netlink nor bpf(2): testutil.QEMUUserEnv). BE_KNOWN_FAIL is a
 # go test -skip pattern for failures known and reported, none today.
 BE_PKGS = ./internal/kernel/... ./internal/codelpolice/... ./internal/uci/... ./internal/config/... ./internal/metrics/... ./internal/plan/... ./internal/linkwatch/... \
-	./internal/netlink/... ./internal/nlattr/... ./internal/rtlink/... ./internal/json/... ./internal/logger/... ./internal/httpd/...
+	./internal/netlink/... ./internal/nlattr/... ./internal/rtlink/... ./internal/json/... ./internal/logger/... ./internal/httpd/... \
+	./internal/reflector/... ./internal/bloat/probewire/... ./internal/irtt/...
 BE_KNOWN_FAIL ?=
 bigendian:
 	@if [ -n '$(BE_KNOWN_FAIL)' ]; then echo "bigendian: skipping known big-endian failures: $(BE_KNOWN_FAIL)"; fi

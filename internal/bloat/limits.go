@@ -257,3 +257,52 @@ func (l *logLimiter) summarize(reason string, w *logWindow, now time.Time) {
 	l.logf("server: %d more (%s) in the last %v, from %s addresses (IPv6 counted per /64)",
 		w.suppressed, reason, now.Sub(w.start).Round(time.Second), addrs)
 }
+
+// Sessionless echo (probewire.EchoRequest): a router's autorate probes a
+// server for hours, so it cannot hold a session (those last minutes, one
+// per address). The server answers echo requests without one, bounded so
+// that a LAN full of strangers gets no more than a small reflector: a
+// reply is no larger than its request, and these limits hold per second.
+const (
+	// maxEchoPerAddr is the answers per address key (peerkey) per second:
+	// 20 is six times what autorate sends one server (one probe each
+	// 300 ms), so several routers behind one NAT address still fit.
+	maxEchoPerAddr = 20
+	// maxEchoPerSecond caps the answers to everyone.
+	maxEchoPerSecond = 2000
+	// maxEchoAddrs bounds the table of address keys counted in one
+	// second: a flood of spoofed sources fills it and is refused for the
+	// rest of the second rather than grow it.
+	maxEchoAddrs = 1024
+)
+
+// echoLimiter counts echo answers in the current one-second window.
+type echoLimiter struct {
+	sec   int64
+	total int
+	per   map[netip.Prefix]int
+}
+
+// allow reports whether an echo request from peer, received at now (Unix
+// ns), gets an answer, and counts it if so.
+func (e *echoLimiter) allow(peer netip.Addr, now int64) bool {
+	if sec := now / int64(time.Second); sec != e.sec || e.per == nil {
+		e.sec, e.total = sec, 0
+		if e.per == nil {
+			e.per = make(map[netip.Prefix]int)
+		} else {
+			clear(e.per)
+		}
+	}
+	if e.total >= maxEchoPerSecond {
+		return false
+	}
+	k := addrKey(peer)
+	n, seen := e.per[k]
+	if n >= maxEchoPerAddr || (!seen && len(e.per) >= maxEchoAddrs) {
+		return false
+	}
+	e.per[k] = n + 1
+	e.total++
+	return true
+}

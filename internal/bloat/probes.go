@@ -187,8 +187,8 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 		server: c.server.String(), protocol: "sqm"}
 	out := make([]byte, probeLen)
 	k.send = func(seq uint64, t time.Duration) error {
-		p := probe{kind: probeRequest, token: c.token, seq: seq, clientSend: int64(t)}
-		_, err := conn.Write(p.marshal(out))
+		p := probe{Kind: probeRequest, Token: c.token, Seq: seq, ClientSend: int64(t)}
+		_, err := conn.Write(p.Marshal(out))
 		return err
 	}
 	enableRxTimestamps(conn)
@@ -199,20 +199,20 @@ func (c *client) udpKind(name string, dscp int, conn *net.UDPConn) *kind {
 			return reply{at: at}, err
 		}
 		var p probe
-		if p.unmarshal(buf[:n]) != nil || p.kind != probeReply || p.token != c.token {
+		if p.Unmarshal(buf[:n]) != nil || p.Kind != probeReply || p.Token != c.token {
 			return reply{at: at}, nil
 		}
 		// The echoed client time must match what was sent for that seq;
 		// anything else is stale or forged.
 		k.mu.Lock()
-		ok := p.seq < uint64(len(k.recs)) && int64(k.recs[p.seq].sent) == p.clientSend
+		ok := p.Seq < uint64(len(k.recs)) && int64(k.recs[p.Seq].sent) == p.ClientSend
 		if ok {
 			k.downDSCP = tos
-			k.upDSCP = int(p.seenDSCP) - 1
+			k.upDSCP = int(p.SeenDSCP) - 1
 		}
 		k.mu.Unlock()
-		return reply{at: at, seq: p.seq, srvRecv: p.serverRecv, srvSend: p.serverSend,
-			proc: time.Duration(p.serverSend - p.serverRecv), ok: ok}, nil
+		return reply{at: at, seq: p.Seq, srvRecv: p.ServerRecv, srvSend: p.ServerSend,
+			proc: time.Duration(p.ServerSend - p.ServerRecv), ok: ok}, nil
 	}
 	return k
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"sqm/internal/bloat/probewire"
 	"sqm/internal/json"
 )
 
@@ -229,70 +230,14 @@ func mac(secret string, nonce []byte) []byte {
 	return h.Sum(nil)
 }
 
-const tokenLen = 16
+const tokenLen = probewire.TokenLen
 
-// Probe packets are fixed-size binary UDP datagrams. The server fills in its
-// receive and send times (wall clock, Unix ns) and echoes the packet to its
-// source address; it answers only packets that carry the token of a live
-// session from that session's peer address, so it cannot be used as a
-// reflector by third parties.
-//
-//	0  magic "SQMP"      4  version(1) kind(1) dscp seen by server + 1 (1, 0 = unknown) pad(1)
-//	8  token (16)        24 seq (8)
-//	32 client send (8)   40 server receive (8)   48 server send (8)   = 56 bytes
+// Probe datagrams: their format lives in internal/bloat/probewire, which
+// the router's reflector probing shares without linking package net.
+type probe = probewire.Packet
+
 const (
-	probeLen      = 56
-	probeRequest  = 0
-	probeReply    = 1
-	probeMagic    = "SQMP"
-	probeVersion  = 1
-	offToken      = 8
-	offSeq        = 24
-	offClientSend = 32
-	offServerRecv = 40
-	offServerSend = 48
+	probeLen     = probewire.Len
+	probeRequest = probewire.Request
+	probeReply   = probewire.Reply
 )
-
-type probe struct {
-	kind       byte
-	seenDSCP   byte // reply: DSCP of the request as the server received it, +1; 0 = unknown
-	token      [tokenLen]byte
-	seq        uint64
-	clientSend int64
-	serverRecv int64
-	serverSend int64
-}
-
-func (p *probe) marshal(b []byte) []byte {
-	b = b[:probeLen]
-	copy(b, probeMagic)
-	b[4] = probeVersion
-	b[5] = p.kind
-	b[6], b[7] = p.seenDSCP, 0
-	copy(b[offToken:], p.token[:])
-	binary.BigEndian.PutUint64(b[offSeq:], p.seq)
-	binary.BigEndian.PutUint64(b[offClientSend:], uint64(p.clientSend))
-	binary.BigEndian.PutUint64(b[offServerRecv:], uint64(p.serverRecv))
-	binary.BigEndian.PutUint64(b[offServerSend:], uint64(p.serverSend))
-	return b
-}
-
-func (p *probe) unmarshal(b []byte) error {
-	if len(b) != probeLen {
-		return fmt.Errorf("probe of %d bytes, want %d", len(b), probeLen)
-	}
-	if string(b[:4]) != probeMagic || b[4] != probeVersion {
-		return errors.New("probe with wrong magic or version")
-	}
-	if b[5] != probeRequest && b[5] != probeReply {
-		return fmt.Errorf("probe of unknown kind %d", b[5])
-	}
-	p.kind = b[5]
-	p.seenDSCP = b[6]
-	copy(p.token[:], b[offToken:])
-	p.seq = binary.BigEndian.Uint64(b[offSeq:])
-	p.clientSend = int64(binary.BigEndian.Uint64(b[offClientSend:]))
-	p.serverRecv = int64(binary.BigEndian.Uint64(b[offServerRecv:]))
-	p.serverSend = int64(binary.BigEndian.Uint64(b[offServerSend:]))
-	return nil
-}

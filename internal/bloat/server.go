@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"sqm/internal/bloat/probewire"
 )
 
 // Limits are enforced by the server on every client. Zero values take the
@@ -526,6 +528,7 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 	buf := make([]byte, 2048)
 	oob := make([]byte, 128)
 	var p probe
+	var echo echoLimiter
 	var lastLog time.Time
 	// Kernel receive stamps keep the server's own wake-up latency out of
 	// the client's RTT (its receive-to-send time is subtracted).
@@ -547,11 +550,27 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 			}
 			continue
 		}
-		if err := p.unmarshal(buf[:n]); err != nil || p.kind != probeRequest {
+		if err := p.Unmarshal(buf[:n]); err != nil || (p.Kind != probeRequest && p.Kind != probewire.EchoRequest) {
 			continue // not ours or not a request: drop silently, never reflect
 		}
+		if p.Kind == probewire.EchoRequest {
+			// Sessionless: only on a server without a secret (one with a
+			// secret serves its own clients only), and rate-limited.
+			if s.lim.Secret != "" || !echo.allow(peerAddr(from), recv) {
+				continue
+			}
+			p.Kind = probewire.EchoReply
+			p.SeenDSCP = 0
+			if dscp >= 0 {
+				p.SeenDSCP = byte(dscp + 1)
+			}
+			p.ServerRecv = recv
+			p.ServerSend = time.Now().UnixNano()
+			writeMarked(pc, p.Marshal(buf), from, max(dscp, 0))
+			continue
+		}
 		s.mu.Lock()
-		sess := s.sessions[p.token]
+		sess := s.sessions[p.Token]
 		ok := sess != nil && sess.peer == peerAddr(from) && time.Now().Before(sess.deadline)
 		if ok {
 			// A client sends a handful of probes per interval; cap the
@@ -567,15 +586,15 @@ func (s *Server) serveProbes(ctx context.Context, pc net.PacketConn) {
 		if !ok {
 			continue
 		}
-		p.kind = probeReply
-		p.seenDSCP = 0
+		p.Kind = probeReply
+		p.SeenDSCP = 0
 		if dscp >= 0 {
-			p.seenDSCP = byte(dscp + 1)
+			p.SeenDSCP = byte(dscp + 1)
 		}
-		p.serverRecv = recv
-		p.serverSend = time.Now().UnixNano()
+		p.ServerRecv = recv
+		p.ServerSend = time.Now().UnixNano()
 		// Answer with the mark the request arrived with, so RRUL's EF,
 		// BE and BK probes are classified alike in both directions.
-		writeMarked(pc, p.marshal(buf), from, max(dscp, 0))
+		writeMarked(pc, p.Marshal(buf), from, max(dscp, 0))
 	}
 }

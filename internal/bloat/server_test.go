@@ -123,8 +123,8 @@ func TestServerSurvivesBadPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	p := probe{kind: probeRequest, seq: 1}
-	pc.Write(p.marshal(make([]byte, probeLen)))
+	p := probe{Kind: probeRequest, Seq: 1}
+	pc.Write(p.Marshal(make([]byte, probeLen)))
 	pc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if n, err := pc.Read(make([]byte, 100)); err == nil {
 		t.Errorf("server answered a probe without a session (%d bytes)", n)

@@ -30,7 +30,8 @@ func cmdLab() *command {
 		summary: "emulated bloated link in namespaces; measures it without and with sqm",
 		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
 			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
-			"               [--ecn] [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]",
+			"               [--ecn] [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]\n" +
+			"       sqm lab [link flags] [shaping flags] --trace-down FILE --trace-up FILE [--autorate] [--duration D] [--json] [--vm]",
 		help: `Builds client -- router -- isp -- server network namespaces joined by veth
 pairs. The isp namespace plays a bloated modem: netem with the line rate, half
 the base RTT as delay each way and a deep FIFO (--buffer packets). With
@@ -49,6 +50,17 @@ The client and server keep Linux's default for ECN (accept it, never ask
 for it), so the load is not ECN-capable and AQMs signal by dropping; with
 --ecn both ask for it, and marks replace those drops.
 
+With --trace-down and/or --trace-up FILE the modem's rate follows a capacity
+trace instead (mahimahi's format: one millisecond time per line, each a
+1500-byte delivery opportunity; or steps: 'SECONDS RATE' lines ending in
+'SECONDS end'; both loop), changed every 100 ms with the deep FIFO kept; a
+direction without a trace keeps its --down/--up rate. The run loads both
+directions at once (rrul) for --duration (default: the longer trace), with
+ground-truth UDP probes each way that no controller sees, and reports the
+induced one-way delay (p50/p95/p99), utilisation (goodput / capacity) and,
+second by second in --json, capacity, shaping rate, goodput and delay.
+Shaping is fixed (the shaping flags) unless --autorate is given.
+
 This machine's kernel may lack netem or cake; then the lab says which module
 is missing, and --vm runs the whole lab inside the project's qemu VM
 (Debian's kernel) instead: that is what 'make demo' does.
@@ -56,7 +68,8 @@ is missing, and --vm runs the whole lab inside the project's qemu VM
 Example:
 
   $ sudo sqm lab --vm
-  $ sudo sqm lab --down 1mbit --up 1mbit --linklayer atm --overhead 44 --vm`,
+  $ sudo sqm lab --down 1mbit --up 1mbit --linklayer atm --overhead 44 --vm
+  $ sudo sqm lab --trace-down steps.txt --shape-down 9mbit --json --vm`,
 		flags: func(fs *flag.FlagSet) {
 			fs.String("down", "20mbit", "emulated `rate` towards the client, "+rateHelp)
 			fs.String("up", "5mbit", "emulated `rate` towards the server, "+rateHelp)
@@ -76,12 +89,15 @@ Example:
 			fs.Int("shape-overhead", -1, "shaping: overhead `bytes` (default: the emulated link's)")
 			fs.String("iqdisc-opts", "", "shaping: extra ingress qdisc options (tc syntax)")
 			fs.String("eqdisc-opts", "", "shaping: extra egress qdisc options (tc syntax)")
-			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg (with --tune: PREFIX-tune.svg, the trade-off curve)")
+			fs.String("plot", "", "write `PREFIX`-before.svg and PREFIX-after.svg (with --tune: PREFIX-tune.svg, the trade-off curve; with a trace: PREFIX-trace.svg, rate, capacity and delay over time)")
 			fs.Bool("ecn", false, "client and server ask for ECN on their TCP connections (net.ipv4.tcp_ecn=1; default: Linux's 2, accept only)")
 			fs.Bool("json", false, `print {"before": RESULT, "after": RESULT, "link": ..., "shaping": ...}`)
 			fs.Bool("vm", false, "run the whole lab inside the project's qemu VM (for kernels without netem/cake)")
 			fs.Bool("tune", false, "run 'sqm tune' on the emulated link instead (each rate loaded for --duration, default 6s here), then the oracle's 1 % sweep and a test at the chosen rates")
 			fs.Float64("target", 0, "with --tune: induced-latency target in `ms` (default: the balanced profile's)")
+			fs.String("trace-down", "", "the modem's download capacity follows this trace `file` (mahimahi or steps format)")
+			fs.String("trace-up", "", "the modem's upload capacity follows this trace `file`")
+			fs.Bool("autorate", false, "with a trace: sqm's autorate moves the shaping rates (default: fixed shaping)")
 		},
 		run: runLab,
 	}
@@ -100,6 +116,12 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 	if err != nil {
 		return err
 	}
+	if str("trace-down") != "" || str("trace-up") != "" {
+		return runLabTrace(ctx, env, fs, opts)
+	}
+	if get("autorate").Get().(bool) {
+		return usageError("--autorate needs --trace-down or --trace-up: it follows a moving capacity")
+	}
 	if get("tune").Get().(bool) {
 		return runLabTune(ctx, env, fs, opts)
 	}
@@ -117,6 +139,12 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 		}
 		opts.Progress("wrote " + p + "-before.svg and " + p + "-after.svg")
 	}
+	return labOutput(env, get("json").Get().(bool), rep)
+}
+
+// labOutput prints rep as JSON or text, to the VM harness's result file
+// when run inside the VM.
+func labOutput(env *Env, asJSON bool, rep interface{ WriteText(io.Writer) error }) error {
 	out := env.Stdout
 	if f := env.Getenv(labResultEnv); f != "" {
 		fh, err := os.Create(f)
@@ -126,7 +154,7 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 		defer fh.Close()
 		out = fh
 	}
-	if get("json").Get().(bool) {
+	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
@@ -225,19 +253,31 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		case "plot":
 			plot = f.Value.String()
 			inner = append(inner, "--plot="+vm.GuestOutDir+"/plot")
-		case "config":
-			inner = append(inner, "--config="+vm.GuestOutDir+"/config")
+		case "config", "trace-down", "trace-up":
+			inner = append(inner, "--"+f.Name+"="+vm.GuestOutDir+"/"+f.Name)
 		default:
 			inner = append(inner, "--"+f.Name+"="+f.Value.String())
 		}
 	})
-	if f := fs.Lookup("config").Value.String(); f != "" {
-		if err := copyFile(f, filepath.Join(share, "config"), 0o644); err != nil {
-			return fmt.Errorf("lab --vm: copy --config into the VM share: %w", err)
+	for _, name := range []string{"config", "trace-down", "trace-up"} {
+		if f := fs.Lookup(name).Value.String(); f != "" {
+			if err := copyFile(f, filepath.Join(share, name), 0o644); err != nil {
+				return fmt.Errorf("lab --vm: copy --%s into the VM share: %w", name, err)
+			}
 		}
 	}
 	d := fs.Lookup("duration").Value.(flag.Getter).Get().(time.Duration)
 	timeout := 4*d + 3*time.Minute
+	if fs.Lookup("trace-down").Value.String()+fs.Lookup("trace-up").Value.String() != "" {
+		// One load of the traces' length (or --duration), checked here
+		// so a bad trace fails before the VM boots.
+		var o lab.Options
+		o.Duration = d
+		if _, err := labTraces(fs, &o); err != nil {
+			return err
+		}
+		timeout = 2*o.Duration + 3*time.Minute
+	}
 	if fs.Lookup("tune").Value.String() == "true" {
 		// tune and the oracle: about 60 loaded points, each with a
 		// second to settle and the tester's setup.
@@ -271,6 +311,9 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	}
 	if plot != "" {
 		plots := []string{"-before.svg", "-after.svg"}
+		if fs.Lookup("trace-down").Value.String()+fs.Lookup("trace-up").Value.String() != "" {
+			plots = []string{"-trace.svg"}
+		}
 		if fs.Lookup("tune").Value.String() == "true" {
 			plots = []string{"-tune.svg"}
 		}

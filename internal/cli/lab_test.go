@@ -28,6 +28,12 @@ func TestLabFlags(t *testing.T) {
 		{"arguments", []string{"lab", "eth0"}, 2, "no arguments"},
 		{"bare seconds too short", []string{"lab", "--duration", "1"}, 2, "--duration 1s: give 2s to 10m"},
 		{"bad duration", []string{"lab", "--duration", "ten"}, 2, "expected a duration such as 10 (seconds)"},
+		{"autorate without trace", []string{"lab", "--autorate"}, 2, "--autorate needs --trace-down or --trace-up"},
+		{"autorate not built", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--autorate"}, 1, "autorate controller is not built into the lab yet"},
+		{"bad trace", []string{"lab", "--trace-up", "testdata/bad-trace.steps"}, 2, "--trace-up: trace bad-trace.steps:1: rate: \"40\" has no unit"},
+		{"missing trace", []string{"lab", "--trace-down", "testdata/none.steps"}, 2, "--trace-down: trace: open testdata/none.steps"},
+		{"trace and mode", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--mode", "rrul"}, 2, "--mode does not go with --trace-down"},
+		{"trace and tune", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--tune"}, 2, "--tune does not go with"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

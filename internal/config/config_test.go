@@ -31,6 +31,11 @@ func render(f *File) string {
 		fmt.Fprintf(&b, "\tlinklayer=%q overhead=%d tcMTU=%d tcTSIZE=%d tcMPU=%d llam=%q\n",
 			q.LinkLayer, q.Overhead, q.StabMTU, q.StabTSize, q.StabMPU, q.LLAM)
 		fmt.Fprintf(&b, "\tdebug_logging=%v verbosity=%d\n", q.DebugLogging, q.Verbosity)
+		if a := q.Autorate; !reflect.DeepEqual(a, Autorate{}) {
+			dn, up := q.AutorateRange(true), q.AutorateRange(false)
+			fmt.Fprintf(&b, "\tautorate=%v download=%d/%d/%d upload=%d/%d/%d target=%v probe=%s reflectors=%q\n",
+				a.Enabled, dn.Min, dn.Base, dn.Max, up.Min, up.Base, up.Max, q.AutorateTargetOrDefault(), q.AutorateProbeOrDefault(), a.Reflectors)
+		}
 		var opts []string
 		for k, p := range q.OptionPos {
 			opts = append(opts, fmt.Sprintf("%s@%d", k, p.Line))

@@ -33,6 +33,28 @@
 //
 // (*) required only in enabled sections: sqm-scripts never reads disabled ones.
 //
+// # Autorate options (sqm's own; sqm-scripts ignores them)
+//
+// The daemon follows a link whose capacity moves (issue 26); download and
+// upload stay the base rates, so a section without these shapes as before.
+// The defaults and why they are what they are: autorate.go.
+//
+//	option                 field                 unset/empty          accepted values
+//	autorate               Autorate.Enabled      0 (off)              0, 1
+//	autorate_download_min  Autorate.DownloadMin  download/4 (>= 64)   kbit/s, 64..download
+//	autorate_download_max  Autorate.DownloadMax  download*2           kbit/s, download..MaxKbit
+//	autorate_upload_min    Autorate.UploadMin    upload/4 (>= 64)     kbit/s, 64..upload
+//	autorate_upload_max    Autorate.UploadMax    upload*2             kbit/s, upload..MaxKbit
+//	autorate_target        Autorate.Target       15 (ms)              1..1000 ms: 7.5 (ms) or with a unit (7500us)
+//	autorate_reflector     Autorate.Reflectors   [] (probe default)   list of IP, [IPv6]:port, host or host:port, at most 32
+//	autorate_probe         Autorate.Probe        both                 icmp, udp, both
+//
+// The ranges (min <= base <= max, at least 64 kbit/s) are checked only
+// with autorate 1; a direction with rate 0 (not shaped) cannot autorate
+// and giving it a minimum or maximum is an error. The planner refuses
+// autorate on a policed download (police, codel_police): a policer has
+// no shaper whose rate could be changed in place.
+//
 // # One section, one verdict
 //
 // Each `config queue` section stands on its own, as in sqm-scripts'

@@ -287,7 +287,7 @@ type setter func(q *Queue, v string) string
 
 // setters returns the parser of every option sqm-scripts reads.
 func setters() map[string]setter {
-	return map[string]setter{
+	m := map[string]setter{
 		"enabled": func(q *Queue, v string) string {
 			return boolOpt(&q.Enabled, v, `"1" enables the section, "0" disables it (sqm-scripts starts a section only if enabled is 1)`)
 		},
@@ -370,6 +370,8 @@ func setters() map[string]setter {
 			return ""
 		},
 	}
+	autorateSetters(m)
+	return m
 }
 
 // parseQueue resolves one `config queue` section. It returns every bad

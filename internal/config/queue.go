@@ -73,6 +73,9 @@ type Queue struct {
 	DebugLogging bool // debug_logging
 	Verbosity    int  // verbosity (default 5)
 
+	// Autorate holds the autorate_* options (sqm's own, not sqm-scripts').
+	Autorate Autorate
+
 	// OptionPos records where each option was set, keyed by UCI option
 	// name, so that errors found later (by the planner) can point at it.
 	OptionPos map[string]Position

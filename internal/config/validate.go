@@ -105,6 +105,7 @@ func (q *Queue) Validate() error {
 	if !isVerbosity(q.Verbosity) {
 		add("verbosity", "%d is not a log level; use 0, 1, 2, 5, 8 or 10", q.Verbosity)
 	}
+	q.validateAutorate(add)
 	return errors.Join(errs...)
 }
 

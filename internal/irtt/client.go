@@ -5,17 +5,27 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
+	"io"
+	"os"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// Conn is the socket Open talks over: a *net.UDPConn connected to the
+// server satisfies it. An interface, so that this package does not link
+// package net, which the router build may not (its reflector probing opens
+// irtt sessions over raw sockets, with AppendOpen and ParseOpenReply).
+type Conn interface {
+	io.ReadWriter
+	SetReadDeadline(time.Time) error
+}
+
 // Session is one open irtt connection. It builds echo requests and checks
 // replies but does no I/O after Open: the caller reads the socket itself,
 // so it can take kernel receive timestamps.
 type Session struct {
-	conn *net.UDPConn
+	conn io.Writer // for Close; nil for a session from ParseOpenReply
 	key  []byte
 	// Token is the server's name for the connection, in every packet after
 	// the open.
@@ -37,9 +47,11 @@ var openTimeouts = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second
 // filtered, wrong or missing key, since a server drops what it cannot
 // authenticate), port unreachable, a reply that fails the HMAC, or a server
 // that refuses the protocol version.
-func Open(ctx context.Context, conn *net.UDPConn, want Params, key []byte) (*Session, error) {
-	want.Version = ProtocolVersion
-	req := (&Packet{Flags: FlagOpen, Payload: want.Append(nil)}).Append(nil, Layout{}, key, 0)
+func Open(ctx context.Context, conn Conn, want Params, key []byte) (*Session, error) {
+	if len(key) > 0 && !HMAC {
+		return nil, ErrHMACOmitted
+	}
+	req := AppendOpen(nil, want, key)
 	defer conn.SetReadDeadline(time.Time{})
 	buf := make([]byte, 1500)
 	var lastBad error
@@ -58,8 +70,7 @@ func Open(ctx context.Context, conn *net.UDPConn, want Params, key []byte) (*Ses
 				return nil, ctx.Err()
 			}
 			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
 					break
 				}
 				// Linux reports an ICMP port unreachable as ECONNREFUSED,
@@ -69,11 +80,12 @@ func Open(ctx context.Context, conn *net.UDPConn, want Params, key []byte) (*Ses
 				}
 				return nil, fmt.Errorf("irtt: read open reply: %w", err)
 			}
-			s, err := openReply(conn, buf[:n], key)
+			s, err := ParseOpenReply(buf[:n], key)
 			if err != nil {
 				lastBad = err
 				continue
 			}
+			s.conn = conn
 			return s, nil
 		}
 	}
@@ -94,8 +106,19 @@ func total(ds []time.Duration) time.Duration {
 	return t
 }
 
-// openReply checks an open reply and makes the session it grants.
-func openReply(conn *net.UDPConn, b []byte, key []byte) (*Session, error) {
+// AppendOpen appends the open request asking for want (at this client's
+// protocol version) to b.
+func AppendOpen(b []byte, want Params, key []byte) []byte {
+	want.Version = ProtocolVersion
+	return (&Packet{Flags: FlagOpen, Payload: want.Append(nil)}).Append(b, Layout{}, key, 0)
+}
+
+// ParseOpenReply checks an open reply and makes the session it grants. A
+// session made so has no socket: end it by sending AppendClose's packet.
+func ParseOpenReply(b []byte, key []byte) (*Session, error) {
+	if len(key) > 0 && !HMAC {
+		return nil, ErrHMACOmitted
+	}
 	p, err := Parse(b, Layout{Token: true}, key)
 	if err != nil {
 		return nil, err
@@ -116,7 +139,7 @@ func openReply(conn *net.UDPConn, b []byte, key []byte) (*Session, error) {
 	if p.Token == 0 {
 		return nil, errors.New("irtt: the server's open reply has a zero connection token")
 	}
-	s := &Session{conn: conn, key: key, Token: p.Token, Params: got,
+	s := &Session{key: key, Token: p.Token, Params: got,
 		reply: Layout{Token: true, Seqno: true, Stats: got.ReceivedStats, At: got.StampAt, Clock: got.Clock}}
 	if got.StampAt == AtNone {
 		s.reply.Clock = 0
@@ -170,9 +193,17 @@ func (s *Session) ParseReply(b []byte) (Packet, error) {
 // Close tells the server the test is over, so it frees the connection
 // now rather than after its idle timeout. It does not close the socket.
 func (s *Session) Close() error {
-	p := Packet{Flags: FlagClose, Token: s.Token}
-	_, err := s.conn.Write(p.Append(nil, Layout{Token: true}, s.key, 0))
+	if s.conn == nil {
+		return errors.New("irtt: session has no socket (made by ParseOpenReply): send AppendClose's packet")
+	}
+	_, err := s.conn.Write(s.AppendClose(nil))
 	return err
+}
+
+// AppendClose appends the close packet of the session to b.
+func (s *Session) AppendClose(b []byte) []byte {
+	p := Packet{Flags: FlagClose, Token: s.Token}
+	return p.Append(b, Layout{Token: true}, s.key, 0)
 }
 
 // HasStamps reports whether replies carry server timestamps from the wall

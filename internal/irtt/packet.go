@@ -36,8 +36,6 @@
 package irtt
 
 import (
-	"crypto/hmac"
-	"crypto/md5"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,8 +60,8 @@ const (
 )
 
 const (
-	headerLen = 4 // magic and flags
-	hmacLen   = md5.Size
+	headerLen = 4  // magic and flags
+	hmacLen   = 16 // HMAC-MD5
 	tokenLen  = 8
 	seqnoLen  = 4
 )
@@ -76,6 +74,8 @@ var (
 	ErrNoHMAC   = errors.New("irtt: packet has no HMAC but a key is set")
 	ErrBadHMAC  = errors.New("irtt: HMAC does not match (wrong key?)")
 	ErrUnwanted = errors.New("irtt: packet has an HMAC but no key is set")
+	// ErrHMACOmitted: this build cannot sign or check HMACs (see HMAC).
+	ErrHMACOmitted = errors.New("irtt: HMAC keys are not supported in this build (built with -tags sqm_notest, the router package: it links no crypto)")
 )
 
 // StampAt says which timestamps the server puts in replies.
@@ -226,9 +226,7 @@ func (p *Packet) Append(b []byte, l Layout, key []byte, minLen int) []byte {
 		b = append(b, 0)
 	}
 	if len(key) > 0 {
-		m := hmac.New(md5.New, key)
-		m.Write(b[start:])
-		copy(b[macAt:], m.Sum(nil))
+		sign(key, b[start:], b[macAt:macAt+hmacLen])
 	}
 	return b
 }
@@ -261,13 +259,7 @@ func Parse(b []byte, l Layout, key []byte) (Packet, error) {
 	case len(key) == 0 && signed:
 		return p, ErrUnwanted
 	case signed:
-		var got, zero [hmacLen]byte
-		copy(got[:], b[headerLen:])
-		m := hmac.New(md5.New, key)
-		m.Write(b[:headerLen])
-		m.Write(zero[:])
-		m.Write(b[headerLen+hmacLen:])
-		if !hmac.Equal(m.Sum(nil), got[:]) {
+		if !verify(key, b) {
 			return p, ErrBadHMAC
 		}
 	}

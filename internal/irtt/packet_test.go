@@ -69,7 +69,11 @@ func sample(l Layout) Packet {
 
 func TestPacketRoundTrip(t *testing.T) {
 	for _, tc := range replyLayouts {
-		for _, key := range [][]byte{nil, []byte("sekrit")} {
+		keys := [][]byte{nil}
+		if HMAC { // not in the router build
+			keys = append(keys, []byte("sekrit"))
+		}
+		for _, key := range keys {
 			want := sample(tc.l)
 			b := want.Append(nil, tc.l, key, 0)
 			wantLen := tc.l.Len()

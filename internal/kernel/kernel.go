@@ -67,6 +67,12 @@ type Conn struct {
 	// lookups counts RTM_GETLINK round trips (linkByName), so tests can
 	// hold Apply to the lookups it needs.
 	lookups int
+	// rbuf is SetRate's request buffer, reused so that a rate change
+	// allocates nothing of its own; stabKey/stabRaw cache the one size
+	// table it resends (a cake with tc_stab).
+	rbuf    []byte
+	stabKey plan.Stab
+	stabRaw []byte
 }
 
 // Open opens the netlink sockets in the caller's current network namespace.

@@ -128,13 +128,21 @@ func stabFacts(s sizeSpec) map[string]string {
 	}
 }
 
-func setFact(f map[string]string, k string, v any) { f[k] = fmt.Sprint(v) }
+// setFact records one fact; f is nil where no one compares them (a rate
+// change, which must not allocate).
+func setFact(f map[string]string, k string, v any) {
+	if f != nil {
+		f[k] = fmt.Sprint(v)
+	}
+}
 
 // rateLL fills a ratespec's link-layer fields (htb_private accounting).
 func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string]string) error {
 	if ll == nil {
 		r.LinkLayer = linkLayerEthernet
-		setFact(facts, prefix+".linklayer", linkLayerEthernet)
+		if facts != nil { // a rate change builds no facts (and no key strings)
+			setFact(facts, prefix+".linklayer", linkLayerEthernet)
+		}
 		return nil
 	}
 	v, err := linkLayerValue(ll.LinkLayer)
@@ -147,9 +155,11 @@ func rateLL(r *rateSpec, ll *plan.RateLinkLayer, prefix string, facts map[string
 	r.LinkLayer = uint8(v)
 	r.Overhead = uint16(ll.Overhead)
 	r.MPU = uint16(ll.MPU)
-	setFact(facts, prefix+".linklayer", v)
-	setFact(facts, prefix+".overhead", ll.Overhead)
-	setFact(facts, prefix+".mpu", ll.MPU)
+	if facts != nil {
+		setFact(facts, prefix+".linklayer", v)
+		setFact(facts, prefix+".overhead", ll.Overhead)
+		setFact(facts, prefix+".mpu", ll.MPU)
+	}
 	return nil
 }
 
@@ -455,22 +465,46 @@ const htbDefaultMTU = 1600
 func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 	o := op{kind: opClass, dev: dev, handle: c.ClassID, parent: c.Parent, tcKind: "htb",
 		facts: map[string]string{}, hint: qdiscHint("htb"), tcLayout: true}
-	h := c.HTB
+	var p [htbOptLen]byte
+	rate, ceil, err := htbParms(p[:], c.HTB, tick, o.facts)
+	if err != nil {
+		return o, err
+	}
+	var a attrs
+	a.bytes(tcaHtbParms, p[:])
+	if rate >= 1<<32 {
+		a.u64(tcaHtbRate64, rate)
+	}
+	if ceil >= 1<<32 {
+		a.u64(tcaHtbCeil64, ceil)
+	}
+	o.rawOpts = a
+	return o, nil
+}
+
+// htbOptLen is the size of struct tc_htb_opt.
+const htbOptLen = 44
+
+// htbParms encodes h as struct tc_htb_opt (rate, ceil, buffer, cbuffer,
+// quantum, level, prio) into p and returns the rate and ceil in bytes/s
+// (the caller adds TCA_HTB_RATE64/CEIL64 above 32 bits). It records what
+// Matches compares in f, unless f is nil: classOp and SetRate share it,
+// so a changed class is encoded exactly as a created one.
+func htbParms(p []byte, h *plan.HTBClass, tick float64, f map[string]string) (rate, ceilB uint64, err error) {
 	if h == nil || h.RateBits == 0 {
-		return o, fmt.Errorf("htb class needs a rate")
+		return 0, 0, fmt.Errorf("htb class needs a rate")
 	}
 	ceil := h.CeilBits
 	if ceil == 0 {
 		ceil = h.RateBits
 	}
-	rate, ceilB := h.RateBits/8, ceil/8
+	rate, ceilB = h.RateBits/8, ceil/8
 	var rs, cs rateSpec
-	f := o.facts
 	if err := rateLL(&rs, h.LinkLayer, "rate", f); err != nil {
-		return o, err
+		return 0, 0, err
 	}
 	if err := rateLL(&cs, h.LinkLayer, "ceil", f); err != nil {
-		return o, err
+		return 0, 0, err
 	}
 	rs.Rate, cs.Rate = sat32(rate), sat32(ceilB)
 	// tc's defaults: one MTU plus what the rate sends in one timer tick
@@ -487,32 +521,24 @@ func classOp(dev string, c *plan.Class, tick float64) (op, error) {
 		cburst = uint32(ceilB/1e9) + mtu
 	}
 	buffer, cbuffer := xmitTicks(rate, burst, tick), xmitTicks(ceilB, cburst, tick)
-	// struct tc_htb_opt: rate, ceil, buffer, cbuffer, quantum, level, prio.
-	p := make([]byte, 44)
+	clear(p[:htbOptLen])
 	rs.put(p[0:12])
 	cs.put(p[12:24])
 	binary.NativeEndian.PutUint32(p[24:], buffer)
 	binary.NativeEndian.PutUint32(p[28:], cbuffer)
 	binary.NativeEndian.PutUint32(p[32:], h.Quantum)
 	binary.NativeEndian.PutUint32(p[40:], h.Prio)
-	var a attrs
-	a.bytes(tcaHtbParms, p)
-	if rate >= 1<<32 {
-		a.u64(tcaHtbRate64, rate)
+	if f != nil {
+		setFact(f, "rate", rate)
+		setFact(f, "ceil", ceilB)
+		setFact(f, "buffer", buffer)
+		setFact(f, "cbuffer", cbuffer)
+		setFact(f, "prio", h.Prio)
+		if h.Quantum != 0 {
+			setFact(f, "quantum", h.Quantum)
+		}
 	}
-	if ceilB >= 1<<32 {
-		a.u64(tcaHtbCeil64, ceilB)
-	}
-	o.rawOpts = a
-	setFact(f, "rate", rate)
-	setFact(f, "ceil", ceilB)
-	setFact(f, "buffer", buffer)
-	setFact(f, "cbuffer", cbuffer)
-	setFact(f, "prio", h.Prio)
-	if h.Quantum != 0 {
-		setFact(f, "quantum", h.Quantum)
-	}
-	return o, nil
+	return rate, ceilB, nil
 }
 
 // Ethertypes of tc's protocol names.

@@ -11,7 +11,8 @@ import (
 // building any of it: netem for the modem, the shaping qdisc, ingress +
 // u32 + mirred + ifb for ingress shaping. The first missing piece is named
 // with its module, plus the way out (--vm).
-func checkKernel(qdisc string) error {
+// A trace run's modem needs tbf as well (see tracemodem.go).
+func checkKernel(qdisc string, traced bool) error {
 	checks := []struct {
 		what string
 		fn   func() error
@@ -22,6 +23,12 @@ func checkKernel(qdisc string) error {
 		{"ingress shaping", func() error { return features.Classifier("u32") }},
 		{"ingress shaping", func() error { return features.Action("mirred") }},
 		{"ingress shaping", features.IFB},
+	}
+	if traced {
+		checks = append(checks, struct {
+			what string
+			fn   func() error
+		}{"the trace-following modem", func() error { return features.Qdisc("tbf") }})
 	}
 	for _, c := range checks {
 		if err := c.fn(); err != nil {

@@ -49,6 +49,8 @@ type Options struct {
 	ECN bool
 	// Progress, if set, is told each phase as it starts.
 	Progress func(phase string)
+
+	traces *[2]traceDir // set by RunTrace: the modem follows these
 }
 
 // DefaultOptions is `sqm lab` with no flags: the README §3 testbed

@@ -37,7 +37,7 @@ func setup(ctx context.Context, o *Options) (r *rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkKernel(q.Qdisc); err != nil {
+	if err := checkKernel(q.Qdisc, o.traces != nil); err != nil {
 		return nil, err
 	}
 
@@ -55,7 +55,12 @@ func setup(ctx context.Context, o *Options) (r *rig, err error) {
 	down, up := link.Modems()
 	o.progress("emulating the modem: %s down / %s up, %v delay each way, %d-packet FIFO, %s framing",
 		FormatRate(link.DownBits), FormatRate(link.UpBits), down.Delay, link.Buffer, link.LinkLayer)
-	if err := t.modem(down, up); err != nil {
+	if o.traces != nil {
+		err = t.traceModems(o.traces, down, up)
+	} else {
+		err = t.modem(down, up)
+	}
+	if err != nil {
 		return nil, err
 	}
 	ecn, err := t.setECN(o.ECN)

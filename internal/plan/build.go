@@ -58,7 +58,7 @@ const (
 	tbfLatency      = 300 * time.Millisecond
 	defaultStabMTU  = 2047
 	defaultStabTSz  = 512
-	minRateKbit     = 64 // below this simple.qos's class rates (C/6, C-16) degenerate
+	minRateKbit     = config.MinRateKbit // below this simple.qos's class rates (C/6, C-16) degenerate
 	defaultCakeOpts = "diffserv3 nat"
 )
 
@@ -76,6 +76,10 @@ type dir struct {
 	ingress  bool
 	device   string
 	rateKbit uint64
+	// baseKbit is the section's configured rate (download/upload). It
+	// differs from rateKbit only in Rerate's trees: the leaves' auto
+	// target stays the one of the base rate.
+	baseKbit uint64
 	limit    uint32
 	target   config.Target
 	ecn      bool
@@ -95,6 +99,37 @@ type builder struct {
 // Build turns one resolved queue section into its plan. It is pure and
 // deterministic; errors name the option at fault via q.Errorf.
 func Build(q *config.Queue, env Env) (*Plan, error) {
+	b, err := newBuilder(q, env)
+	if err != nil {
+		return nil, err
+	}
+	if q.Upload != 0 {
+		t, err := b.egress(b.direction(false))
+		if err != nil {
+			return nil, err
+		}
+		b.p.Egress = t
+	}
+	if (b.p.Script == "police" || b.p.Script == "codel_police") && q.Download != 0 && b.ll != "" {
+		b.note("the ingress policer counts bytes as received and has no link-layer adaptation; set download a little lower to leave room for the overhead")
+	}
+	if q.Download != 0 {
+		in, err := b.ingress(b.direction(true))
+		if err != nil {
+			return nil, err
+		}
+		b.p.Ingress = in
+	}
+	if err := b.autorate(); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}
+
+// newBuilder checks q and resolves its recipe, qdisc and link layer: all
+// of Build that does not depend on a direction's rate, shared by Build
+// and Rerate.
+func newBuilder(q *config.Queue, env Env) (*builder, error) {
 	if q == nil {
 		return nil, fmt.Errorf("plan: nil queue")
 	}
@@ -146,24 +181,7 @@ func Build(q *config.Queue, env Env) (*Plan, error) {
 	if err := b.linkLayer(); err != nil {
 		return nil, err
 	}
-	if q.Upload != 0 {
-		t, err := b.egress(b.direction(false))
-		if err != nil {
-			return nil, err
-		}
-		b.p.Egress = t
-	}
-	if (script == "police" || script == "codel_police") && q.Download != 0 && b.ll != "" {
-		b.note("the ingress policer counts bytes as received and has no link-layer adaptation; set download a little lower to leave room for the overhead")
-	}
-	if q.Download != 0 {
-		in, err := b.ingress(b.direction(true))
-		if err != nil {
-			return nil, err
-		}
-		b.p.Ingress = in
-	}
-	return b.p, nil
+	return b, nil
 }
 
 func (b *builder) note(s string) { b.p.Notes = append(b.p.Notes, s) }
@@ -171,10 +189,10 @@ func (b *builder) note(s string) { b.p.Notes = append(b.p.Notes, s) }
 func (b *builder) direction(ingress bool) dir {
 	q := b.q
 	if ingress {
-		return dir{ingress: true, device: IFBName(q.Interface), rateKbit: q.Download, limit: q.ILimit,
+		return dir{ingress: true, device: IFBName(q.Interface), rateKbit: q.Download, baseKbit: q.Download, limit: q.ILimit,
 			target: q.ITarget, ecn: q.IngressECN, optsName: "iqdisc_opts", opts: strings.Fields(q.IQdiscOpts)}
 	}
-	return dir{device: q.Interface, rateKbit: q.Upload, limit: q.ELimit,
+	return dir{device: q.Interface, rateKbit: q.Upload, baseKbit: q.Upload, limit: q.ELimit,
 		target: q.ETarget, ecn: q.EgressECN, optsName: "eqdisc_opts", opts: strings.Fields(q.EQdiscOpts)}
 }
 
@@ -441,10 +459,19 @@ func parsePoliceOpts(opts []string) (uint32, error) {
 
 // htbClass is one class with sqm-scripts' quantum and, if withBurst, its
 // burst/cburst. Burst and quantum come from the direction's full rate.
+//
+// The inner class (hTop, the parent of the tiers) keeps the quantum of the
+// base rate: htb sets quantum only on a leaf class (htb_change_class), and
+// hTop is a leaf only while it is created, so a rate change (Rerate)
+// cannot move it, and the quantum of an inner class is never used.
 func (b *builder) htbClass(id, parent Handle, d dir, rate, ceil uint64, prio uint32, withBurst bool) Class {
+	quantum := b.burst(d.rateKbit)
+	if id == hTop {
+		quantum = b.burst(d.baseKbit)
+	}
 	c := &HTBClass{
 		RateBits: rate * 1000, CeilBits: ceil * 1000,
-		Quantum: b.burst(d.rateKbit), Prio: prio,
+		Quantum: quantum, Prio: prio,
 		LinkLayer: b.rateLinkLayer(true),
 	}
 	if withBurst {
@@ -644,7 +671,7 @@ func (b *builder) target(d dir) (target, interval time.Duration) {
 	case config.TargetDefault:
 		return 0, 0
 	}
-	us := max(uint64(minTargetUS), autoTargetConst/d.rateKbit)
+	us := max(uint64(minTargetUS), autoTargetConst/d.baseKbit)
 	target = time.Duration(us) * time.Microsecond
 	interval = time.Duration(intervalBaseUS+us) * time.Microsecond
 	return target, interval

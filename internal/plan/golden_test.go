@@ -83,6 +83,11 @@ func variantsFor(script, qdisc string) []variant {
 			variant{"squash_ingress 0 squash_dscp 0", func(q *config.Queue) { q.SquashIngress, q.SquashDSCP = false, false }},
 		)
 	}
+	if script == "simple" || script == "piece_of_cake" {
+		vs = append(vs, variant{"autorate 1, upload max and target set, two reflectors", func(q *config.Queue) {
+			q.Autorate = config.Autorate{Enabled: true, UploadMax: 15000, Target: 10 * time.Millisecond, Reflectors: []string{"9.9.9.9", "irtt.example.net:2112"}}
+		}})
+	}
 	return vs
 }
 

@@ -65,6 +65,21 @@ func header(w *strings.Builder, p *Plan, verb string) {
 	}
 	fmt.Fprintf(w, "# sqm: %s shaping of queue %q on %s (script %s, qdisc %s)\n",
 		verb, oneLine(sec), oneLine(p.Interface), p.Script, p.Qdisc)
+	if a := p.Autorate; a != nil {
+		refl := "default (the sqm or irtt server, else the built-in list)"
+		if len(a.Reflectors) > 0 {
+			refl = oneLine(strings.Join(a.Reflectors, " "))
+		}
+		fmt.Fprintf(w, "# autorate: target %v, probe %s, reflectors %s\n", a.Target, a.Probe, refl)
+		for _, d := range []struct {
+			name string
+			r    *RateRange
+		}{{"download", a.Download}, {"upload", a.Upload}} {
+			if d.r != nil {
+				fmt.Fprintf(w, "# autorate: %s %s; the rates below are the base\n", d.name, d.r)
+			}
+		}
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "# note: %s\n", oneLine(n))
 	}

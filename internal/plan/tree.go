@@ -64,6 +64,9 @@ type Plan struct {
 	Egress *Tree `json:"egress,omitempty"`
 	// Ingress handles received packets; nil when download is 0.
 	Ingress *Ingress `json:"ingress,omitempty"`
+	// Autorate is what the daemon's controller may do with the rates;
+	// nil when the section's autorate option is off.
+	Autorate *Autorate `json:"autorate,omitempty"`
 	// Notes are things the user should know: fallbacks taken, differences
 	// from sqm-scripts that apply to this plan.
 	Notes []string `json:"notes,omitempty"`

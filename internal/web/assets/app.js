@@ -373,6 +373,17 @@ const QDISC_RRA = [
   ['iqdisc_opts', 'Extra qdisc options, ingress', 'text', ''],
   ['eqdisc_opts', 'Extra qdisc options, egress', 'text', ''],
 ];
+// sqm's own autorate options (the daemon follows a link whose capacity
+// moves); download/upload above stay the base rates.
+const AUTORATE = [
+  ['autorate_download_min', 'Download minimum (kbit/s; default download/4)', 'text', ''],
+  ['autorate_download_max', 'Download maximum (kbit/s; default download×2)', 'text', ''],
+  ['autorate_upload_min', 'Upload minimum (kbit/s; default upload/4)', 'text', ''],
+  ['autorate_upload_max', 'Upload maximum (kbit/s; default upload×2)', 'text', ''],
+  ['autorate_target', 'Delay target (ms of one-way delay rise; default 15)', 'text', ''],
+  ['autorate_probe', 'Probes', 'select', 'both', [['both', 'ICMP and UDP'], ['icmp', 'ICMP'], ['udp', 'UDP']]],
+  ['autorate_reflector', 'Reflectors (space-separated; default: the sqm/irtt server, else a built-in list)', 'text', ''],
+];
 const LL_ADV = [
   ['tcMTU', 'Max packet size (tcMTU)', 'text', '2047'],
   ['tcTSIZE', 'Rate table size (tcTSIZE)', 'text', '128'],
@@ -455,7 +466,7 @@ function field(sec, [opt, label, kind, def, extra]) {
     input.value = cur === undefined ? def : cur;
   } else {
     input = el('input', { id, 'data-opt': opt, 'data-def': def, autocomplete: 'off', placeholder: def });
-    if (opt === 'download' || opt === 'upload' || opt === 'overhead' || /limit|tc[A-Z]/.test(opt)) input.setAttribute('inputmode', 'numeric');
+    if (opt === 'download' || opt === 'upload' || opt === 'overhead' || /limit|tc[A-Z]|_min$|_max$/.test(opt)) input.setAttribute('inputmode', 'numeric');
     input.value = cur === undefined ? '' : cur;
   }
   return el('div', { class: 'f' }, el('label', { for: id, text: label }), input, el('div', { class: 'field-err', 'data-err': opt }));
@@ -523,13 +534,16 @@ function sectionForm(sec) {
   const llFs = el('fieldset', {}, el('legend', { text: 'Link layer' }),
     el('div', { class: 'row' }, el('div', {}, el('label', { text: 'Preset' }), preset), llF, ohF), llaF, llaBox);
 
+  const [arF, arBox] = toggled(form, sec, 'autorate', 'Follow the link\'s capacity (autorate)', AUTORATE.map((f) => field(sec, f)));
+  const arFs = el('fieldset', {}, el('legend', { text: 'Autorate' }), arF, arBox);
+
   const status = el('span', { class: 'muted', 'data-save-status': '' });
   const save = el('button', { type: 'submit', text: 'Save and apply' });
   const reset = el('button', { type: 'button', class: 'secondary', text: 'Undo changes', onclick: () => loadConfig() });
   const remove = el('button', { type: 'button', class: 'secondary danger', 'data-remove': '', text: 'Remove queue' });
   remove.addEventListener('click', () => removeSection(remove, sec, form));
   if (role !== 'admin') { save.disabled = true; reset.disabled = true; remove.disabled = true; }
-  form.append(basic, qfs, cakeFs, llFs, el('p', { class: 'err', 'data-form-err': '' }), el('div', { class: 'actions' }, save, reset, remove, status));
+  form.append(basic, qfs, cakeFs, llFs, arFs, el('p', { class: 'err', 'data-form-err': '' }), el('div', { class: 'actions' }, save, reset, remove, status));
   form.addEventListener('submit', (ev) => { ev.preventDefault(); saveSection(form, sec); });
   return form;
 }

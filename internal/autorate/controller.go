@@ -1,0 +1,927 @@
+package autorate
+
+import "time"
+
+// Sample is one probe's outcome, from the probe layer, since the last tick.
+type Sample struct {
+	Reflector int  // the slot, index into Config.Reflectors
+	Lost      bool // no reply came (the probe layer gave up on it); the delays are unused
+	// Sent is when the probe left, on the Tick clock. A reply that saw a
+	// long queue arrives late, so the arrival says little about when the
+	// queue was there: the controller judges a cut only by probes sent
+	// after it. Zero (or later than the tick) is taken as the tick's time.
+	Sent time.Duration
+	// OneWay: the reflector gave timestamps, Down and Up are one-way delays
+	// (the clocks need not agree: only changes over the baseline count);
+	// otherwise RTT is the round trip.
+	OneWay   bool
+	Down, Up time.Duration
+	RTT      time.Duration
+}
+
+// Shaper is one direction's shaper counters as the kernel reports them
+// (cake's or the htb class's stats). Counters are cumulative: the controller
+// takes the differences, and treats a counter going back as a reset.
+type Shaper struct {
+	Bytes uint64 // bytes the shaper sent
+	// HaveQueue: Backlog, Drops and Marks are valid (cake; htb/fq_codel give
+	// Backlog and Drops too).
+	HaveQueue    bool
+	Backlog      uint32 // bytes queued in the shaper now
+	Drops, Marks uint64 // cumulative drops and ECN marks
+	// Delay is cake's largest per-tin average delay (0 when unknown): a
+	// queue in the shaper itself, so the shaper is where the bottleneck is.
+	Delay time.Duration
+}
+
+// Input is what the daemon gathered since the last tick. The controller does
+// not keep Samples: the caller may reuse the slice.
+type Input struct {
+	Samples []Sample
+	Shaper  [2]Shaper // indexed by Down, Up
+}
+
+// DirOutput is one direction's decision.
+type DirOutput struct {
+	Rate    uint64 // bits/s to set now
+	Changed bool   // Rate differs from the last tick's: set it on the shaper
+	Reason  Reason
+}
+
+// Replacement asks the probe layer to swap the reflector in a slot.
+type Replacement struct {
+	Slot int
+	Why  Why
+}
+
+// Output is a tick's decision. It is owned by the controller and valid until
+// the next Tick.
+type Output struct {
+	Dir [2]DirOutput
+	// ProbeIdle: both directions have been idle for Config.IdleAfter; the
+	// probe layer should probe every ProbeInterval (the idle interval).
+	ProbeIdle     bool
+	ProbeInterval time.Duration
+	// Replace lists the slots whose reflector should be replaced, again on
+	// every tick until Replace is called for the slot.
+	Replace []Replacement
+}
+
+const (
+	iDown, iUp, iRTT = 0, 1, 2
+	histLen          = 64                     // ticks: 3.2 s at 50 ms, the age of a reply through a deep queue
+	window           = 200 * time.Millisecond // span of the load and slope measures
+	never            = time.Duration(-1 << 62)
+	// growing is the delay slope (s/s) above which a queue is taken as
+	// growing: 2 % more than the capacity goes in.
+	growing = 0.02
+)
+
+// noCompare keeps the compiler from generating equality functions for the
+// state structs (kilobytes of MIPS code no one calls).
+type noCompare [0]func()
+
+type reflector struct {
+	_        noCompare
+	kind     Kind
+	oneWay   bool
+	have     [3]bool
+	base     [3]time.Duration // baselines: down, up, round trip
+	delta    [3]time.Duration // latest rise over the baseline, >= 0
+	at       time.Duration    // latest reply (tick time)
+	sent     time.Duration    // when the latest replied probe was sent
+	prevSent time.Duration    // and the one before
+	prev     [3]time.Duration // rises of the one before
+	prev2    [3]time.Duration // and of the one before that
+	noise    float64          // EWMA of |second difference| of the rises, ns: jitter, not trend
+	nsamp    int              // replies since the baseline started
+	replied  bool
+	fresh    bool // a reply this tick
+	lost     int  // consecutive lost probes
+	disagree float64
+	odd      bool // disagreed this tick
+	why      Why
+}
+
+type histEntry struct {
+	t     time.Duration
+	bytes uint64
+	rate  uint64 // the rate set at this tick (until the next)
+}
+
+type direction struct {
+	_         noCompare
+	rate      uint64
+	reason    Reason
+	last      Reason // reason of the last change
+	lastAt    time.Duration
+	bytes     uint64 // running total of counter differences
+	prevCtr   uint64
+	prevDrop  uint64
+	hist      [histLen]histEntry
+	nhist     int
+	achieved  uint64
+	util      float64
+	q         time.Duration
+	haveQ     bool
+	slope     float64 // delay growth, s/s
+	postSlope float64 // the same from probes sent after the last cut
+	postN     int     // how many reflectors gave postSlope
+	kindN     int     // fresh reflectors of the kind the statistic came from
+	age       time.Duration
+	episode   bool    // cut, and the delay not yet back under target
+	capEst    float64 // capacity from the probes' slopes (0: none)
+	planned   float64 // where the last cut aimed (before the step bound)
+	queueing  bool
+	haveQueue bool
+	lastInc   time.Duration
+	lastDec   time.Duration
+	lastDrft  time.Duration
+	failed    uint64
+	failedAt  time.Duration
+	held      uint64
+	heldAt    time.Duration
+}
+
+// Controller is the state of both directions and the reflectors. It is not
+// safe for concurrent use: one goroutine ticks it.
+type Controller struct {
+	cfg       Config
+	refl      []reflector
+	dir       [2]direction
+	started   bool
+	now       time.Duration
+	lastReply time.Duration
+	everReply bool
+	stalled   bool
+	idleSince time.Duration
+	idle      bool
+	out       Output
+	repl      [MaxReflectors]Replacement
+	vals      [MaxReflectors]time.Duration
+	kinds     [MaxReflectors]Kind
+	slots     [MaxReflectors]int
+	scratch   [MaxReflectors]time.Duration
+	slopes    [MaxReflectors]float64
+	slopeOK   [MaxReflectors]bool
+	post      [MaxReflectors]bool
+	fscratch  [MaxReflectors]float64
+	pscratch  [MaxReflectors]float64
+	caps      [MaxReflectors]float64
+	capOK     [MaxReflectors]bool
+	cscratch  [MaxReflectors]float64
+}
+
+// New makes a controller for cfg (after WithDefaults and Validate), at the
+// base rates.
+func New(cfg Config) (*Controller, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Reflectors = append([]Kind(nil), cfg.Reflectors...) // Replace edits it
+	c := &Controller{cfg: cfg, refl: make([]reflector, len(cfg.Reflectors))}
+	for i, k := range cfg.Reflectors {
+		c.refl[i] = reflector{kind: k}
+	}
+	for d := range c.dir {
+		c.dir[d].rate = cfg.Dir[d].Base
+		c.dir[d].reason = ReasonStart
+		c.dir[d].last = ReasonStart
+	}
+	return c, nil
+}
+
+// Config returns the configuration in use (with defaults filled in).
+func (c *Controller) Config() Config { return c.cfg }
+
+// Rate is a direction's current rate in bits/s.
+func (c *Controller) Rate(d Dir) uint64 { return c.dir[d].rate }
+
+// Replace resets a slot after the probe layer put a new reflector of kind k
+// in it: its baseline and history start over.
+func (c *Controller) Replace(slot int, k Kind) {
+	if slot < 0 || slot >= len(c.refl) || k >= numKinds {
+		return
+	}
+	c.refl[slot] = reflector{kind: k}
+	c.cfg.Reflectors[slot] = k
+}
+
+// Tick runs one decision at time now (monotonic, any origin; it must not go
+// back) with what the probe and shaper layers gathered since the last tick.
+func (c *Controller) Tick(now time.Duration, in *Input) *Output {
+	if !c.started {
+		c.start(now, in)
+		return &c.out
+	}
+	if now < c.now {
+		now = c.now // a clock going back is treated as no time passing
+	}
+	c.now = now
+	light := c.dir[Down].util < c.cfg.LoadLight && c.dir[Up].util < c.cfg.LoadLight
+	c.takeSamples(now, in.Samples, light)
+	for d := range c.dir {
+		c.measure(Dir(d), now, &in.Shaper[d])
+	}
+
+	pi := c.probeInterval()
+	stallWin := c.cfg.StallAfter
+	if 3*pi > stallWin {
+		stallWin = 3 * pi
+	}
+	c.stalled = c.everReply && now-c.lastReply >= stallWin
+	fresh := 2*pi + pi/2
+
+	if c.dir[Down].achieved < c.cfg.IdleBelow && c.dir[Up].achieved < c.cfg.IdleBelow {
+		if c.idleSince == never {
+			c.idleSince = now
+		}
+	} else {
+		c.idleSince = never
+	}
+	c.idle = c.idleSince != never && now-c.idleSince >= c.cfg.IdleAfter
+
+	for d := range c.dir {
+		c.delayStat(Dir(d), now, fresh)
+	}
+	for d := range c.dir {
+		c.decide(Dir(d), now)
+	}
+	c.judgeReflectors()
+
+	c.out.ProbeIdle = c.idle
+	c.out.ProbeInterval = c.cfg.ProbeInterval
+	if c.idle {
+		c.out.ProbeInterval = c.cfg.IdleProbeInterval
+	}
+	return &c.out
+}
+
+func (c *Controller) probeInterval() time.Duration {
+	if c.idle {
+		return c.cfg.IdleProbeInterval
+	}
+	return c.cfg.ProbeInterval
+}
+
+func (c *Controller) start(now time.Duration, in *Input) {
+	c.started = true
+	c.now = now
+	c.idleSince = now
+	c.lastReply = never
+	c.takeSamples(now, in.Samples, true)
+	for d := range c.dir {
+		s := &c.dir[d]
+		s.prevCtr = in.Shaper[d].Bytes
+		s.prevDrop = in.Shaper[d].Drops + in.Shaper[d].Marks
+		s.hist[0] = histEntry{t: now, rate: s.rate}
+		s.nhist = 1
+		s.lastInc, s.lastDrft, s.lastAt = now, now, now
+		s.lastDec, s.failedAt, s.heldAt = never, never, never
+		c.out.Dir[d] = DirOutput{Rate: s.rate, Changed: true, Reason: ReasonStart}
+	}
+	c.out.ProbeInterval = c.cfg.ProbeInterval
+	c.out.Replace = c.repl[:0]
+}
+
+// takeSamples updates the reflectors' baselines. A baseline falls fast (a
+// lower delay is the path's true floor, or a route got shorter) and rises
+// slowly (a rise is most likely a queue, which must not become the
+// baseline); it rises faster while both directions are lightly loaded,
+// when a rise cannot be our queue, so that a longer route is learned.
+func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
+	rise := 0.001
+	if light {
+		rise = 0.02
+	}
+	for i := range ss {
+		s := &ss[i]
+		if s.Reflector < 0 || s.Reflector >= len(c.refl) {
+			continue
+		}
+		r := &c.refl[s.Reflector]
+		if s.Lost {
+			if r.lost < 1<<20 {
+				r.lost++
+			}
+			continue
+		}
+		r.lost = 0
+		if r.why == WhyNoReply {
+			r.why = WhyNone
+		}
+		if s.OneWay != r.oneWay {
+			r.have = [3]bool{}
+			r.oneWay = s.OneWay
+			r.nsamp = 0
+		}
+		sent := s.Sent
+		if sent == 0 || sent > now {
+			sent = now
+		}
+		r.prev2 = r.prev
+		r.prev, r.prevSent = r.delta, r.sent
+		if s.OneWay {
+			r.track(iDown, s.Down, rise)
+			r.track(iUp, s.Up, rise)
+		} else {
+			r.track(iRTT, s.RTT, rise)
+		}
+		if r.nsamp >= 2 {
+			r.noisy(c.cfg.Dir[Down].Target)
+		}
+		r.at, r.sent = now, sent
+		if r.nsamp < 3 {
+			r.nsamp++ // only up to "three or more" matters
+		}
+		r.replied = true
+		r.fresh = true
+		c.lastReply = now
+		c.everReply = true
+	}
+}
+
+func (r *reflector) track(i int, v time.Duration, rise float64) {
+	if !r.have[i] {
+		r.have[i] = true
+		r.base[i] = v
+	} else if v < r.base[i] {
+		r.base[i] += time.Duration(0.9 * float64(v-r.base[i]))
+	} else {
+		r.base[i] += time.Duration(rise * float64(v-r.base[i]))
+	}
+	d := v - r.base[i]
+	if d < 0 {
+		d = 0
+	}
+	r.delta[i] = d
+}
+
+// noisy updates the reflector's jitter measure: a queue's rise or drain is
+// a line (second difference 0), a lying or jittery reflector's is not. Each
+// sample counts at most cap (the target), so the kink where a queue starts
+// or ends weighs little and a liar's random rises a lot.
+func (r *reflector) noisy(cap time.Duration) {
+	var j time.Duration
+	for i := range r.delta {
+		x := r.delta[i] - 2*r.prev[i] + r.prev2[i]
+		if x < 0 {
+			x = -x
+		}
+		if x > j {
+			j = x
+		}
+	}
+	if j > cap {
+		j = cap
+	}
+	r.noise = 0.9*r.noise + 0.1*float64(j)
+}
+
+// measure takes the shaper counters: achieved rate over the last window,
+// utilisation of the current rate, and whether the shaper itself queues.
+func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
+	s := &c.dir[d]
+	if sh.Bytes >= s.prevCtr {
+		s.bytes += sh.Bytes - s.prevCtr
+	}
+	s.prevCtr = sh.Bytes
+	dm := sh.Drops + sh.Marks
+	s.haveQueue = sh.HaveQueue
+	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop || sh.Delay >= time.Millisecond)
+	s.prevDrop = dm
+	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
+	s.nhist++
+	if s.nhist >= 2*histLen {
+		s.nhist -= histLen // same slots; an int on 32-bit MIPS must not overflow in years of uptime
+	}
+	ref := s.ref(now)
+	if dt := now - ref.t; dt > 0 {
+		s.achieved = uint64(float64(s.bytes-ref.bytes) * 8 / dt.Seconds())
+	}
+	s.util = float64(s.achieved) / float64(s.rate)
+}
+
+// meanRate is the time-weighted mean of the rate we set between from and
+// to (clamped to the history): the rate a queue below a full shaper was fed
+// at. The rate set at a tick holds until the next.
+func (s *direction) meanRate(from, to time.Duration) (float64, bool) {
+	n := s.nhist
+	oldest := n - histLen
+	if oldest < 0 {
+		oldest = 0
+	}
+	if to <= from || from < s.hist[oldest%histLen].t {
+		return 0, false // older than the history: unknown
+	}
+	sum, span := 0.0, time.Duration(0)
+	end := to
+	for i := n - 1; i >= oldest && end > from; i-- {
+		e := &s.hist[i%histLen]
+		start := e.t
+		if start < from {
+			start = from
+		}
+		if end > start {
+			sum += float64(e.rate) * float64(end-start)
+			span += end - start
+		}
+		if e.t < end {
+			end = e.t
+		}
+	}
+	if span == 0 {
+		return 0, false
+	}
+	return sum / float64(span), true
+}
+
+// bottleneckBelow: the shaper knows its queue, it is empty, and it sends
+// below its rate while loaded: what it gets is all that comes through. Alone
+// it may be a sender that paused; with the delay rising it is the
+// bottleneck moved below us.
+func (s *direction) bottleneckBelow() bool {
+	return s.haveQueue && !s.queueing && s.util < 0.99 && s.util >= 0.2
+}
+
+// recent is the lower of the achieved rate over the window and over the
+// last tick: when the bottleneck just moved, the window still remembers the
+// capacity before.
+func (s *direction) recent() uint64 {
+	if s.nhist < 2 {
+		return s.achieved
+	}
+	a, b := &s.hist[(s.nhist-1)%histLen], &s.hist[(s.nhist-2)%histLen]
+	if dt := a.t - b.t; dt > 0 {
+		if last := uint64(float64(a.bytes-b.bytes) * 8 / dt.Seconds()); last < s.achieved {
+			return last
+		}
+	}
+	return s.achieved
+}
+
+// ref is the newest history entry at least one window old, or the oldest
+// kept: the far end of the load and slope measures.
+func (s *direction) ref(now time.Duration) *histEntry {
+	n := s.nhist
+	oldest := n - histLen
+	if oldest < 0 {
+		oldest = 0
+	}
+	for i := n - 2; i >= oldest; i-- {
+		e := &s.hist[i%histLen]
+		if now-e.t >= window {
+			return e
+		}
+	}
+	return &s.hist[oldest%histLen]
+}
+
+// delayStat is the direction's delay rise that one slow or lying reflector
+// cannot move: per kind the lower median of the reflectors' latest rises,
+// then the largest over the kinds with at least MinPerKind fresh reflectors
+// (so ICMP given its own queue by the ISP cannot hide the queue that UDP
+// probes see); with no such kind, the lower median of all. A round trip
+// counts for a direction only when that direction is loaded or neither is:
+// an idle direction is not cut for the other's queue.
+//
+// From the same reflectors (the chosen kind) it takes the slope: the median
+// over reflectors of the rise between their last two probes per second of
+// send time, which for a queue fed at our rate is (rate - capacity) /
+// capacity; the same over only probes sent after the last cut (post); and
+// how old the information is (the mean time since the probes were sent).
+func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
+	s := &c.dir[d]
+	other := &c.dir[1-d]
+	useRTT := s.util >= c.cfg.LoadLight || other.util < c.cfg.LoadLight
+	n := 0
+	any := false
+	for i := range c.refl {
+		r := &c.refl[i]
+		if !r.replied || now-r.at > fresh {
+			continue
+		}
+		any = true
+		j := iRTT
+		if r.oneWay {
+			j = int(d)
+		} else if !useRTT {
+			continue
+		}
+		c.vals[n], c.kinds[n], c.slots[n] = r.delta[j], r.kind, i
+		c.slopeOK[n] = r.nsamp >= 2 && r.sent > r.prevSent && r.sent-r.prevSent < fresh
+		if c.slopeOK[n] {
+			c.slopes[n] = float64(r.delta[j]-r.prev[j]) / float64(r.sent-r.prevSent)
+		}
+		c.post[n] = s.lastDec != never && r.prevSent >= s.lastDec
+		// a slope tells the capacity only while the queue is not empty
+		c.capOK[n] = c.slopeOK[n] && s.queueing && r.delta[j] > time.Millisecond && r.prev[j] > time.Millisecond
+		if c.capOK[n] {
+			fed, ok := s.meanRate(r.prevSent, r.sent)
+			c.caps[n] = fed / (1 + c.slopes[n])
+			c.capOK[n] = ok
+		}
+		n++
+	}
+	s.haveQ = any
+	s.q, s.slope, s.postSlope, s.postN, s.age, s.capEst = 0, 0, 0, 0, 0, 0
+	if n == 0 {
+		return
+	}
+	target := c.cfg.Dir[d].Target
+	best, found, bestKind := time.Duration(0), false, Kind(0)
+	for k := Kind(0); k < numKinds; k++ {
+		m, cnt := c.kindMedian(n, k)
+		if cnt < c.cfg.MinPerKind && !(cnt == 1 && c.quietLone(n, k, target)) {
+			continue
+		}
+		if !found || m > best {
+			best, found, bestKind = m, true, k
+		}
+		if cnt >= 3 {
+			for j := 0; j < n; j++ {
+				if c.kinds[j] != k || !c.refl[c.slots[j]].fresh {
+					continue
+				}
+				dev := c.vals[j] - m
+				if dev < 0 {
+					dev = -dev
+				}
+				if dev > target {
+					c.refl[c.slots[j]].odd = true
+				}
+			}
+		}
+	}
+	if !found {
+		copy(c.scratch[:n], c.vals[:n])
+		best = lowerMedian(c.scratch[:n])
+	}
+	s.q = best
+	// slope, post-cut slope and age over the chosen kind (all when pooled)
+	ns, np, nc := 0, 0, 0
+	var age time.Duration
+	for j := 0; j < n; j++ {
+		if found && c.kinds[j] != bestKind {
+			continue
+		}
+		age += now - c.refl[c.slots[j]].sent
+		if !c.slopeOK[j] {
+			continue
+		}
+		c.fscratch[ns] = c.slopes[j]
+		ns++
+		if c.capOK[j] && c.slopes[j] > -0.95 {
+			c.cscratch[nc] = c.caps[j]
+			nc++
+		}
+		if c.post[j] {
+			c.pscratch[np] = c.slopes[j]
+			np++
+		}
+	}
+	cnt := n
+	if found {
+		_, cnt = c.kindMedian(n, bestKind)
+	}
+	s.age = age / time.Duration(cnt)
+	if ns > 0 {
+		s.slope = medianF(c.fscratch[:ns])
+	}
+	if np > 0 {
+		s.postSlope, s.postN = medianF(c.pscratch[:np]), np
+	}
+	if nc > 0 {
+		// the lower median: a cut sized by the more pessimistic half
+		s.capEst = medianF(c.cscratch[:nc])
+	}
+	s.kindN = cnt
+}
+
+func medianF(v []float64) float64 {
+	for i := 1; i < len(v); i++ {
+		x := v[i]
+		j := i - 1
+		for j >= 0 && v[j] > x {
+			v[j+1] = v[j]
+			j--
+		}
+		v[j+1] = x
+	}
+	return v[(len(v)-1)/2]
+}
+
+// quietLone: the one fresh reflector of kind k has had a low jitter (under a
+// third of the target) for a while, so it may speak for its kind alone: one
+// UDP reflector beside ICMP ones the ISP deprioritises still shows the
+// queue, and a lone liar (noisy) does not.
+func (c *Controller) quietLone(n int, k Kind, target time.Duration) bool {
+	for j := 0; j < n; j++ {
+		if c.kinds[j] == k {
+			r := &c.refl[c.slots[j]]
+			return r.nsamp >= 3 && r.noise < float64(target)/3
+		}
+	}
+	return false
+}
+
+func (c *Controller) kindMedian(n int, k Kind) (time.Duration, int) {
+	m := 0
+	for j := 0; j < n; j++ {
+		if c.kinds[j] == k {
+			c.scratch[m] = c.vals[j]
+			m++
+		}
+	}
+	if m == 0 {
+		return 0, 0
+	}
+	return lowerMedian(c.scratch[:m]), m
+}
+
+// lowerMedian sorts v (a handful of values: insertion sort, no allocation)
+// and returns its lower median, so that of two reflectors the lower counts.
+func lowerMedian(v []time.Duration) time.Duration {
+	for i := 1; i < len(v); i++ {
+		x := v[i]
+		j := i - 1
+		for j >= 0 && v[j] > x {
+			v[j+1] = v[j]
+			j--
+		}
+		v[j+1] = x
+	}
+	return v[(len(v)-1)/2]
+}
+
+func (c *Controller) decide(d Dir, now time.Duration) {
+	s := &c.dir[d]
+	dc := &c.cfg.Dir[d]
+	cfg := &c.cfg
+	r := float64(s.rate)
+	next := r
+	reason := ReasonHold
+	target := dc.Target
+	loaded := s.util >= cfg.LoadHigh || (s.queueing && s.util >= cfg.LoadLight)
+
+	if s.failedAt != never && now-s.failedAt > cfg.MemoryTTL {
+		s.failed, s.failedAt = 0, never
+	}
+	if s.heldAt != never && now-s.heldAt > cfg.MemoryTTL {
+		s.held, s.heldAt = 0, never
+	}
+	if s.haveQ && s.q <= target {
+		s.episode = false
+	}
+	drifting := false
+	switch {
+	case c.stalled:
+		reason = ReasonStall
+		s.episode = false // what comes after a stall is judged afresh
+	case !s.haveQ:
+		reason = ReasonNoDelay
+	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && (s.bottleneckBelow() || s.capEst > 0)):
+		// Over target; or a third of it and rising, with the capacity
+		// known: from the probes' slopes, or because "cake idle, link
+		// loaded, delay rising" says the bottleneck moved below our rate
+		// (the shaper's counters show it at once, the probes only a
+		// queue's delay later). Acting early keeps the queue small.
+		if s.achieved < cfg.IdleBelow {
+			break // not our traffic: cutting an idle direction helps nobody
+		}
+		reason = ReasonDraining
+		// Estimate the capacity. A shaper sending below its rate while the
+		// delay rises means the bottleneck is below it, and what gets
+		// through is the capacity; a full shaper feeding a growing queue
+		// tells it by how fast the queue grows (delayStat). in is the
+		// rate the queue was fed at.
+		why := ReasonDelay
+		var capEst, in float64
+		known := true // measured, not assumed
+		if a := float64(s.recent()); a > 0 && (a < 0.95*r || (s.bottleneckBelow() && a < 0.99*r)) {
+			capEst, in = a, r
+			if s.bottleneckBelow() {
+				why = ReasonBottleneckBelow
+			}
+		} else {
+			in = float64(s.achieved)
+			capEst = s.capEst
+			if capEst == 0 {
+				known = false
+				capEst = r
+				if s.slope > 0 {
+					capEst = r / (1 + s.slope)
+				}
+			}
+		}
+		if s.episode {
+			// A cut is judged by what came after it: cut again when it
+			// was bounded short of its plan, when the capacity estimate
+			// fell below what it assumed, or when the drain is overdue
+			// and probes sent since show no shrinking.
+			if now-s.lastDec < cfg.DecreaseEvery {
+				break
+			}
+			short := r > 1.05*s.planned
+			lower := known && capEst < 0.97*float64(s.failed)
+			// overdue: the drain at the pace probes sent since show would
+			// take more than four drain times, and our rate is what feeds
+			// the queue (the shaper full): cutting a rate the traffic
+			// does not use, for a queue someone else fills, helps nobody
+			full := s.queueing || float64(s.achieved) >= 0.95*r
+			overdue := full && now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
+				(s.postSlope >= 0 || s.q.Seconds()/-s.postSlope > 4*cfg.DrainTime.Seconds())
+			if !short && !lower && !overdue {
+				break
+			}
+			if short && !lower && !overdue {
+				next = s.planned
+				if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
+					next = lo
+				}
+				s.lastDec = now
+				reason = why
+				break
+			}
+		}
+		// The delay seen is as old as the probes that saw it: the queue
+		// now is larger by what it grew since. Cut below the capacity by
+		// enough to empty it within DrainTime.
+		qNow := s.q.Seconds()
+		if fed, ok := s.meanRate(now-s.age, now); ok && fed > in && s.queueing {
+			in = fed // a full shaper fed the queue at the rates set since
+		}
+		if g := in/capEst - 1; g > 0 {
+			qNow += g * s.age.Seconds()
+		}
+		f := 1 - qNow/cfg.DrainTime.Seconds()
+		if lo := 1 - cfg.MaxDecreaseStep; f < lo {
+			f = lo // a longer drain rather than a collapse
+		}
+		next = capEst * f
+		if k := capEst / float64(s.failed); s.episode && k < 1 && k > 0.85 {
+			// the capacity fell a little since the last cut: it is
+			// sliding, and will likely fall as much again before this
+			// cut is judged (a step down is not a slide: no extrapolation)
+			next *= k
+		}
+		s.planned = next
+		reason = why
+		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
+			next = lo
+		}
+		s.failed, s.failedAt = uint64(capEst), now
+		s.episode = true
+		s.lastDec = now
+		// the cut goes below the capacity to drain; once drained, 90 %
+		// of the capacity estimate is safe to return to quickly
+		s.held, s.heldAt = uint64(0.9*capEst), now
+	case s.q > target/2 && s.slope > -growing/2 && s.achieved >= cfg.IdleBelow && (s.lastDec == never || now-s.lastDec > cfg.DrainTime/2):
+		// A standing queue, not growing fast enough to go over target
+		// soon but not draining either (a capacity sliding down): trim
+		// the rate by what drains it within half DrainTime (the capacity
+		// may keep sliding), and remember it.
+		next = r * (1 - 2*s.q.Seconds()/cfg.DrainTime.Seconds())
+		reason = ReasonDelay
+		s.lastDec = now
+		s.failed, s.failedAt = s.rate, now
+		if s.held > uint64(next) {
+			s.held = uint64(next)
+		}
+	case loaded:
+		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
+			break
+		}
+		if s.slope > growing && s.q > 0 {
+			break // the queue grows already: this is the capacity
+		}
+		// full speed up to a quarter of the target, none from half:
+		// what is left of the last queue drains first
+		room := float64(target/2-s.q) / float64(target/4)
+		if room > 1 {
+			room = 1
+		}
+		if room <= 0 {
+			break
+		}
+		// a rate held: loaded, the delay low, and not above a failure
+		if s.q < target/4 && s.rate >= s.held && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
+			s.held, s.heldAt = s.rate, now
+		}
+		speed := cfg.IncreasePerSec
+		reason = ReasonIncrease
+		if s.failed != 0 {
+			f := float64(s.failed)
+			if r > 1.03*f {
+				s.failed, s.failedAt = 0, never // it holds above: forget
+			} else if r >= 0.97*f {
+				speed, reason = cfg.CarefulPerSec, ReasonIncreaseCareful
+			} else if r >= 0.9*f {
+				// slowing down on the way to it
+				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*(0.97*f-r)/(0.07*f)
+			}
+		}
+		if s.held != 0 && r < 0.97*float64(s.held) {
+			speed *= 4 // back to a rate that held recently: no need to tiptoe
+		}
+		el := now - s.lastInc
+		if el > 2*cfg.IncreaseEvery {
+			el = 2 * cfg.IncreaseEvery
+		}
+		step := speed * el.Seconds() * room
+		if step > cfg.MaxIncreaseStep {
+			step = cfg.MaxIncreaseStep
+		}
+		next = r * (1 + step)
+		if f := 0.97 * float64(s.failed); s.failed != 0 && r < f && next > f {
+			next = f + 1 // into the careful band, not past it (+1: rounding down must not keep it below)
+		}
+		s.lastInc = now
+	case s.util < cfg.LoadLight || c.idle:
+		reason = ReasonDrift
+		if c.idle {
+			reason = ReasonIdle
+		}
+		drifting = true
+		base := float64(dc.Base)
+		// small steps accumulate until worth a change (half a percent)
+		frac := cfg.DriftPerSec * (now - s.lastDrft).Seconds()
+		if frac > 1 {
+			frac = 1
+		}
+		cand := r + (base-r)*frac
+		diff := base - r
+		if diff < 0 {
+			diff = -diff
+		}
+		step := cand - r
+		if step < 0 {
+			step = -step
+		}
+		switch {
+		case diff <= r/200:
+			next = base
+			s.lastDrft = now
+		case step >= r/200:
+			next = cand
+			s.lastDrft = now
+		}
+	}
+	if !drifting {
+		s.lastDrft = now
+	}
+	nr := uint64(next)
+	if next > float64(dc.Max) {
+		nr = dc.Max
+		if reason == ReasonIncrease || reason == ReasonIncreaseCareful {
+			reason = ReasonAtMax
+		}
+	}
+	if nr < dc.Min {
+		nr = dc.Min
+		if reason == ReasonDelay || reason == ReasonBottleneckBelow {
+			reason = ReasonAtMin
+		}
+	}
+	changed := nr != s.rate
+	s.rate = nr
+	s.hist[(s.nhist-1)%histLen].rate = nr
+	s.reason = reason
+	if changed {
+		s.last, s.lastAt = reason, now
+	}
+	c.out.Dir[d] = DirOutput{Rate: nr, Changed: changed, Reason: reason}
+}
+
+// judgeReflectors flags reflectors for replacement: those that stopped
+// answering while others answer, and those whose rises keep disagreeing with
+// the rest of their kind.
+func (c *Controller) judgeReflectors() {
+	n := 0
+	for i := range c.refl {
+		r := &c.refl[i]
+		if r.fresh {
+			x := 0.0
+			if r.odd {
+				x = 1
+			}
+			r.disagree = 0.9*r.disagree + 0.1*x
+			switch {
+			case r.disagree > 0.5:
+				r.why = WhyDisagrees
+			case r.disagree < 0.1 && r.why == WhyDisagrees:
+				r.why = WhyNone
+			}
+		}
+		if r.lost >= 3 && !c.stalled && c.everReply {
+			r.why = WhyNoReply
+		}
+		r.fresh, r.odd = false, false
+		if r.why != WhyNone {
+			c.repl[n] = Replacement{Slot: i, Why: r.why}
+			n++
+		}
+	}
+	c.out.Replace = c.repl[:n]
+}

@@ -1,0 +1,407 @@
+package autorate_test
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"sqm/internal/autorate"
+)
+
+const mbit = 1e6
+
+func greedy() capFunc { return constant(math.Inf(1)) }
+
+// link builds a simulation with the loaded direction dir following capacity
+// and greedy, and the other direction at a fixed 20 Mbit/s carrying 0.5
+// Mbit/s of acks.
+func link(dir autorate.Dir, capacity capFunc, refl []simRefl, tick time.Duration) *sim {
+	dc := autorate.DirConfig{Min: 1 * mbit, Base: 20 * mbit, Max: 100 * mbit}
+	cfg := autorate.DefaultConfig(dc, dc, nil)
+	loaded := &simDir{capacity: capacity, demand: greedy(), fifoLimit: 4e6}
+	other := &simDir{capacity: constant(20 * mbit), demand: constant(0.5 * mbit), fifoLimit: 4e6}
+	var down, up *simDir
+	if dir == autorate.Down {
+		loaded.modemLast, other.modemLast = true, false
+		down, up = loaded, other
+	} else {
+		loaded.modemLast, other.modemLast = false, true
+		down, up = other, loaded
+	}
+	return newSim(cfg, refl, down, up, tick)
+}
+
+// udpReflectors are n one-way reflectors with base delays 5..25 ms and
+// clock offsets, the probes sqm's own servers answer.
+func udpReflectors(n int) []simRefl {
+	var r []simRefl
+	for i := 0; i < n; i++ {
+		r = append(r, simRefl{kind: autorate.KindUDP, oneWay: true,
+			baseDown: time.Duration(5+4*i) * time.Millisecond, baseUp: time.Duration(4+3*i) * time.Millisecond,
+			clock: time.Duration(i*37-50) * time.Millisecond})
+	}
+	return r
+}
+
+func icmpReflectors(n int, bypass bool) []simRefl {
+	var r []simRefl
+	for i := 0; i < n; i++ {
+		r = append(r, simRefl{kind: autorate.KindICMP, bypass: bypass,
+			baseDown: time.Duration(6+5*i) * time.Millisecond, baseUp: time.Duration(6+5*i) * time.Millisecond})
+	}
+	return r
+}
+
+var ticks = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+
+var dirs = []autorate.Dir{autorate.Down, autorate.Up}
+
+const target = autorate.DefaultTarget
+
+const (
+	sec  = time.Second
+	ms   = time.Millisecond
+	step = 30 * sec // when the capacity moves, after the controller settled
+)
+
+// stepDownChecks runs a 40 -> 20 Mbit/s step and checks the target:
+// the induced delay back under target within 1 s, and then kept there.
+func stepDownChecks(t *testing.T, s *sim, d autorate.Dir) {
+	t.Helper()
+	s.run(step + 20*sec)
+	pre := s.utilisation(d, step-10*sec, step)
+	preOver, preP99 := s.overShare(d, step-10*sec, step, target)
+	rec := s.recovery(d, step, 5*sec, target)
+	over, p99 := s.overShare(d, step+1*sec, step+20*sec, target)
+	u := s.utilisation(d, step+1*sec, step+20*sec)
+	t.Logf("before: utilisation %.3f, over target %.1f%%, p99 %v; step: back under target after %v; after: over target %.1f%%, p99 %v, utilisation %.3f",
+		pre, 100*preOver, preP99.Round(100*time.Microsecond), rec, 100*over, p99.Round(100*time.Microsecond), u)
+	if rec > sec {
+		t.Errorf("delay back under target %v after the capacity halved, want <= 1s", rec)
+	}
+	if over > 0.10 || preOver > 0.10 {
+		t.Errorf("delay over target %.1f%% before, %.1f%% after the step; want <= 10%%", 100*preOver, 100*over)
+	}
+	if p99 > 2*target || preP99 > 2*target {
+		t.Errorf("p99 delay %v before, %v after the step; want <= %v", preP99, p99, 2*target)
+	}
+	if pre < 0.9 || u < 0.85 {
+		t.Errorf("utilisation %.3f before, %.3f after the step; want >= 0.9, 0.85", pre, u)
+	}
+}
+
+var down20 = steps([]time.Duration{0, step}, []float64{40 * mbit, 20 * mbit})
+
+func TestStepDown(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				stepDownChecks(t, link(d, down20, udpReflectors(4), tk), d)
+			})
+		}
+	}
+}
+
+func TestStepUp(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			for _, from := range []float64{20 * mbit, 10 * mbit} {
+				name := d.String() + "/" + tk.String() + "/from" + strconv.Itoa(int(from/mbit))
+				t.Run(name, func(t *testing.T) {
+					s := link(d, steps([]time.Duration{0, step}, []float64{from, 40 * mbit}), udpReflectors(4), tk)
+					s.run(step + 20*sec)
+					reach := s.reach(d, step, 10*sec, 0.9)
+					over, p99 := s.overShare(d, step, step+20*sec, target)
+					t.Logf("90%% of the new capacity after %v; over target %.1f%%, p99 %v", reach, 100*over, p99.Round(100*time.Microsecond))
+					if limit := 5 * sec; reach > limit {
+						t.Errorf("rate at 90%% of the new capacity after %v, want <= %v", reach, limit)
+					}
+					if over > 0.10 {
+						t.Errorf("delay over target %.1f%% of the time after the step, want <= 10%%", 100*over)
+					}
+				})
+			}
+		}
+	}
+}
+
+// ramp: 40 -> 10 Mbit/s over 20 s, back over 20 s.
+func ramp(t0 time.Duration) capFunc {
+	return func(t time.Duration) float64 {
+		x := (t - t0).Seconds()
+		switch {
+		case x < 0:
+			return 40 * mbit
+		case x < 20:
+			return (40 - 1.5*x) * mbit
+		case x < 40:
+			return (10 + 1.5*(x-20)) * mbit
+		}
+		return 40 * mbit
+	}
+}
+
+func TestRamp(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				s := link(d, ramp(step), udpReflectors(4), tk)
+				s.run(step + 45*sec)
+				over, p99 := s.overShare(d, step, step+45*sec, target)
+				u := s.utilisation(d, step, step+45*sec)
+				t.Logf("over target %.1f%%, p99 %v, utilisation %.3f", 100*over, p99.Round(100*time.Microsecond), u)
+				if over > 0.10 || p99 > 2*target {
+					t.Errorf("delay over target %.1f%% of the time, p99 %v; want <= 10%%, <= %v", 100*over, p99, 2*target)
+				}
+				if u < 0.85 {
+					t.Errorf("utilisation %.3f, want >= 0.85", u)
+				}
+			})
+		}
+	}
+}
+
+// stalled capacity: no capacity in either direction (and so no replies)
+// over the windows given.
+func withStalls(c capFunc, win ...time.Duration) capFunc {
+	return func(t time.Duration) float64 {
+		for i := 0; i+1 < len(win); i += 2 {
+			if t >= win[i] && t < win[i+1] {
+				return 0
+			}
+		}
+		return c(t)
+	}
+}
+
+// TestStall: no capacity and no replies for 2 s and 15 s. The rate is held
+// (not cut to the minimum, not cut at all); after the stall, the greedy
+// sender has left the modem's FIFO full (4 MB, 800 ms at 40 Mbit/s). No
+// controller can see that before the first reply comes back through it
+// (~0.85 s), and the deepest cut one decision allows (x0.25) drains it at
+// 0.75 s/s (~1.1 s): so the delay is back under target within 2.5 s, not
+// the 1 s of a capacity step, and the rate back at 90 % within 5 s.
+func TestStall(t *testing.T) {
+	for _, d := range dirs {
+		for _, length := range []time.Duration{2 * sec, 15 * sec} {
+			for _, tk := range ticks {
+				t.Run(d.String()+"/"+length.String()+"/"+tk.String(), func(t *testing.T) {
+					win := []time.Duration{step, step + length}
+					s := link(d, withStalls(constant(40*mbit), win...), udpReflectors(4), tk)
+					s.stallS = win
+					// the other direction stalls too
+					s.dir[1-d].capacity = withStalls(s.dir[1-d].capacity, win...)
+					s.run(step + length + 20*sec)
+					before := s.window(step-10*ms, step)[0].rate[d]
+					minIn := math.Inf(1)
+					for _, r := range s.window(step, step+length) {
+						minIn = math.Min(minIn, r.rate[d])
+					}
+					end := step + length
+					rec := s.recovery(d, end, 5*sec, target)
+					reach := s.reach(d, end+rec, 10*sec, 0.9) + rec
+					over, p99 := s.overShare(d, end+3*sec, end+20*sec, target)
+					t.Logf("rate before %.2f Mbit/s, lowest during the stall %.2f; after: delay back under target in %v, 90%% of capacity in %v, then over target %.1f%%, p99 %v",
+						before/mbit, minIn/mbit, rec, reach, 100*over, p99.Round(100*time.Microsecond))
+					if minIn < 0.95*before {
+						t.Errorf("rate fell to %.2f Mbit/s during the stall from %.2f: a stall must hold the rate", minIn/mbit, before/mbit)
+					}
+					if rec > 2500*ms || reach > 5*sec || !s.sawStall {
+						t.Errorf("after the stall: delay under target after %v (want <= 2.5s), 90%% of capacity after %v (want <= 5s); controller said stall: %v", rec, reach, s.sawStall)
+					}
+					if over > 0.10 || p99 > 2*target {
+						t.Errorf("from 3 s after the stall delay over target %.1f%% of the time, p99 %v; want <= 10%%, <= %v", 100*over, p99, 2*target)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestLyingReflector: one of four reflectors adds a constant 40 ms (its
+// baseline absorbs it), or a random 0..60 ms to every reply (it disagrees
+// with the others and is reported for replacement). The statistic across
+// reflectors must not move: the step targets hold as with honest ones.
+func TestLyingReflector(t *testing.T) {
+	cases := []struct {
+		name  string
+		lie   func(*simRefl)
+		flag  bool // the liar must be reported
+		count int
+	}{
+		{"constant", func(r *simRefl) { r.lieConst = 40 * ms }, false, 4},
+		{"random", func(r *simRefl) { r.lieRand = 60 * ms }, true, 4},
+		{"random-of-3", func(r *simRefl) { r.lieRand = 60 * ms }, true, 3},
+	}
+	for _, c := range cases {
+		for _, d := range dirs {
+			t.Run(c.name+"/"+d.String(), func(t *testing.T) {
+				refl := udpReflectors(c.count)
+				c.lie(&refl[1])
+				s := link(d, down20, refl, 100*ms)
+				stepDownChecks(t, s, d)
+				flagged := false
+				for _, r := range s.out.Replace {
+					if r.Slot == 1 && r.Why == autorate.WhyDisagrees {
+						flagged = true
+					} else {
+						t.Errorf("reflector %d reported (%v), only 1 lies", r.Slot, r.Why)
+					}
+				}
+				if flagged != c.flag {
+					t.Errorf("liar reported for replacement: %v, want %v", flagged, c.flag)
+				}
+			})
+		}
+	}
+}
+
+// TestICMPDeprioritised: the ISP gives ICMP its own queue ahead of the
+// modem's FIFO, so ICMP replies never show the queue. With two UDP
+// reflectors besides three ICMP ones the target holds; with ICMP only it
+// cannot (the control case: it shows the emulation hides the queue).
+func TestICMPDeprioritised(t *testing.T) {
+	for _, d := range dirs {
+		t.Run("udp+icmp/"+d.String(), func(t *testing.T) {
+			refl := append(icmpReflectors(3, true), udpReflectors(2)...)
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
+		t.Run("one-udp+icmp/"+d.String(), func(t *testing.T) {
+			// a single UDP reflector, quiet, speaks for its kind
+			refl := append(icmpReflectors(3, true), udpReflectors(1)...)
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
+		t.Run("lone-udp-liar+icmp/"+d.String(), func(t *testing.T) {
+			// a single UDP reflector that lies (random) does not: the
+			// honest ICMP round trips decide
+			refl := append(icmpReflectors(3, false), udpReflectors(1)...)
+			refl[3].lieRand = 60 * ms
+			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
+		})
+		t.Run("icmp-only-rtt/"+d.String(), func(t *testing.T) {
+			// round trips through the queue (not deprioritised) work too
+			stepDownChecks(t, link(d, down20, icmpReflectors(3, false), 100*ms), d)
+		})
+		t.Run("icmp-only-deprioritised/"+d.String(), func(t *testing.T) {
+			s := link(d, down20, icmpReflectors(3, true), 100*ms)
+			s.run(step + 20*sec)
+			over, p99 := s.overShare(d, step, step+20*sec, target)
+			t.Logf("ICMP only, deprioritised: over target %.1f%% of the time, p99 %v", 100*over, p99.Round(ms))
+			if over < 0.5 {
+				t.Errorf("with only deprioritised ICMP reflectors the delay was over target only %.1f%% of the time: the emulation does not hide the queue", 100*over)
+			}
+		})
+	}
+}
+
+// TestIdle: after 30 s of load on an 80 Mbit/s link (base 20) the load
+// stops (idle) or drops to 5 Mbit/s (light). The rate never rises again,
+// drifts back to base, and only the idle link tells the probe layer to slow
+// down, IdleAfter (60 s) after the load stopped.
+func TestIdle(t *testing.T) {
+	const loadEnd = 30 * sec
+	for _, light := range []float64{0, 5 * mbit} {
+		for _, d := range dirs {
+			name := "idle/" + d.String()
+			if light > 0 {
+				name = "light/" + d.String()
+			}
+			t.Run(name, func(t *testing.T) {
+				s := link(d, constant(80*mbit), udpReflectors(4), 100*ms)
+				s.dir[d].demand = steps([]time.Duration{0, loadEnd}, []float64{math.Inf(1), light})
+				s.dir[1-d].demand = steps([]time.Duration{0, loadEnd}, []float64{0.5 * mbit, 0})
+				s.run(loadEnd + 150*sec)
+				// the load measure spans 200 ms: from then on no increase
+				w := s.window(loadEnd+300*ms, loadEnd+150*sec)
+				peak := w[0].rate[d]
+				for i := 1; i < len(w); i++ {
+					if w[i].rate[d] > w[i-1].rate[d] {
+						t.Fatalf("rate rose from %.2f to %.2f Mbit/s at %v with the load gone", w[i-1].rate[d]/mbit, w[i].rate[d]/mbit, w[i].t)
+					}
+				}
+				base := float64(s.ctrl.Config().Dir[d].Base)
+				end := w[len(w)-1].rate[d]
+				slowed := "never"
+				if s.idleAt >= 0 {
+					slowed = (s.idleAt - loadEnd).String() + " after the load"
+				}
+				t.Logf("rate at the end of the load %.2f Mbit/s, 150 s later %.2f (base %.2f); probes slowed: %s", peak/mbit, end/mbit, base/mbit, slowed)
+				if peak < 0.9*80*mbit {
+					t.Errorf("rate under load reached only %.2f Mbit/s of 80", peak/mbit)
+				}
+				if math.Abs(end-base) > 0.01*base {
+					t.Errorf("rate %.2f Mbit/s 150 s after the load, want base %.2f within 1%%", end/mbit, base/mbit)
+				}
+				switch {
+				case light > 0 && s.idleAt >= 0:
+					t.Errorf("probing slowed at %v with 5 Mbit/s still flowing", s.idleAt)
+				case light == 0 && (s.idleAt < loadEnd+60*sec || s.idleAt > loadEnd+61*sec):
+					t.Errorf("probing slowed %v after the load stopped, want 60s..61s", s.idleAt-loadEnd)
+				}
+			})
+		}
+	}
+}
+
+// TestNoReply: a reflector that never answers is reported while the others
+// answer; during a stall (nobody answers) nobody is.
+func TestNoReply(t *testing.T) {
+	refl := udpReflectors(4)
+	refl[2].dead = true
+	win := []time.Duration{20 * sec, 35 * sec}
+	s := link(autorate.Down, withStalls(constant(40*mbit), win...), refl, 100*ms)
+	s.dir[1].capacity = withStalls(s.dir[1].capacity, win...)
+	s.stallS = win
+	s.run(19 * sec)
+	if len(s.out.Replace) != 1 || s.out.Replace[0] != (autorate.Replacement{Slot: 2, Why: autorate.WhyNoReply}) {
+		t.Fatalf("replace %v, want slot 2 (no reply)", s.out.Replace)
+	}
+	s.ctrl.Replace(2, autorate.KindUDP) // the probe layer swapped it
+	s.refl[2].dead = false
+	s.run(25 * sec)
+	if len(s.out.Replace) != 0 {
+		t.Errorf("during a stall: replace %v, want none", s.out.Replace)
+	}
+	s.run(45 * sec)
+	if len(s.out.Replace) != 0 {
+		t.Errorf("after the stall: replace %v, want none", s.out.Replace)
+	}
+}
+
+// TestJitter: every probe's one-way delays jitter by 0..jit each way (a
+// busy radio link). The controller must not collapse or cut without a
+// queue, and still meet the step targets.
+func TestJitter(t *testing.T) {
+	for _, jit := range []time.Duration{2 * ms, 5 * ms, 10 * ms} {
+		for _, d := range dirs {
+			t.Run(jit.String()+"/"+d.String(), func(t *testing.T) {
+				refl := udpReflectors(4)
+				for i := range refl {
+					refl[i].jitter = jit
+				}
+				s := link(d, down20, refl, 100*ms)
+				stepDownChecks(t, s, d)
+				if len(s.out.Replace) != 0 {
+					t.Errorf("replace %v: jitter shared by all is not a reflector's fault", s.out.Replace)
+				}
+			})
+		}
+	}
+}
+
+// TestBothDirections: both directions loaded, one-way reflectors: the
+// upload's capacity halves, the download's does not move. The upload meets
+// the step target; the download is not cut for the upload's queue.
+func TestBothDirections(t *testing.T) {
+	s := link(autorate.Up, down20, udpReflectors(4), 100*ms)
+	s.dir[autorate.Down].capacity = constant(40 * mbit)
+	s.dir[autorate.Down].demand = greedy()
+	stepDownChecks(t, s, autorate.Up)
+	u := s.utilisation(autorate.Down, step, step+20*sec)
+	over, p99 := s.overShare(autorate.Down, step, step+20*sec, target)
+	t.Logf("download meanwhile: utilisation %.3f, over target %.1f%%, p99 %v", u, 100*over, p99.Round(100*time.Microsecond))
+	if u < 0.9 || over > 0.10 {
+		t.Errorf("download utilisation %.3f, over target %.1f%% while the upload's capacity moved; want >= 0.9, <= 10%%", u, 100*over)
+	}
+}

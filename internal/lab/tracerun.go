@@ -1,0 +1,762 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/florianl/go-tc"
+
+	"sqm/internal/bloat"
+	"sqm/internal/config"
+	"sqm/internal/netns"
+	"sqm/internal/plan"
+	"sqm/internal/plot"
+	"sqm/internal/stats"
+	"sqm/internal/trace"
+)
+
+// Traces make a lab run follow capacity traces: the modem's rate in each
+// direction with a trace moves every Interval to the trace's mean capacity
+// over that interval (see tracemodem.go for how), the other direction
+// keeps the link's fixed rate.
+type Traces struct {
+	Down, Up *trace.Trace
+	// Interval is how often the modem's rate changes; 0 means 100 ms.
+	Interval time.Duration
+	// Controller, if set, moves sqm's shaping rates during the run; nil
+	// keeps the fixed shaping of Options.Shaping.
+	Controller Controller
+}
+
+// DefaultTraceInterval is the modem's step: fine enough for cellular
+// traces' scheduling bursts to average out, coarse enough that tbf's
+// refilled bucket at each change (traceBurst) stays 5 % of the rate.
+const DefaultTraceInterval = 100 * time.Millisecond
+
+// Controller moves sqm's shaping rates while a trace runs: sqm's autorate,
+// or another tool run the same way so that runs compare. The lab starts
+// it once the shaping is applied and stops it after the load.
+type Controller interface {
+	// Name is what the report calls it.
+	Name() string
+	// Start begins controlling the shaping env describes and returns; the
+	// controller runs until Stop. ctx ends with the run.
+	Start(ctx context.Context, env ControlEnv) error
+	// Stop ends the controller and says what it did. CPUSeconds must come
+	// from the kernel's accounting of the controller's own threads or
+	// processes (getrusage of a child, /proc/PID/stat, per-thread
+	// /proc/self/task/TID/stat for one in this process), not from its own
+	// estimate.
+	Stop() (ControlStats, error)
+}
+
+// ControlEnv is what a controller is started with.
+type ControlEnv struct {
+	Router *netns.NS // the router namespace; the shaper lives there
+	WAN    string    // the shaped WAN device (egress: upload)
+	IFB    string    // the IFB carrying the download shaping; "" if ingress is policed
+	Queue  *config.Queue
+	Plan   *plan.Plan
+	// Reflectors are addresses in the server namespace that answer
+	// probes: an 'sqm server' (bloat) on DefaultPort, ICMP echo.
+	Reflectors []string
+}
+
+// ControlStats is a controller's account of a run.
+type ControlStats struct {
+	RateChanges int
+	CPUSeconds  float64
+}
+
+// fixedController is the shaping Options.Shaping applied, left alone.
+type fixedController struct{}
+
+func (fixedController) Name() string                            { return "fixed" }
+func (fixedController) Start(context.Context, ControlEnv) error { return nil }
+func (fixedController) Stop() (ControlStats, error)             { return ControlStats{}, nil }
+
+// TraceReport is `sqm lab --trace-down/--trace-up --json`: the output
+// contract of issue 26 (link, trace, controller), plus the shaping, the
+// per-second series and the load test's own result.
+type TraceReport struct {
+	Link       LinkReport       `json:"link"`
+	Trace      TraceInfoPair    `json:"trace"`
+	Controller ControllerReport `json:"controller"`
+	Shaping    ShapingReport    `json:"shaping"`
+	// IntervalS is the modem's rate step; ModemChanges how many rate
+	// changes it made, ModemLateMs the latest one against its schedule.
+	IntervalS    float64 `json:"interval_s"`
+	ModemChanges int     `json:"modem_changes"`
+	ModemLateMs  float64 `json:"modem_late_ms"`
+	// DurationS is the trace run's load time.
+	DurationS float64       `json:"duration_s"`
+	Series    TraceSeries   `json:"series"`
+	Load      *bloat.Result `json:"load"`
+
+	// the probes, for tests: trace time 0 on the prober's clock and each
+	// direction's records
+	probeOff           time.Duration
+	probeDown, probeUp []owdRec
+	modemLog           []modemChange
+}
+
+// TraceInfoPair is the trace of each direction.
+type TraceInfoPair struct {
+	Down TraceInfo `json:"down"`
+	Up   TraceInfo `json:"up"`
+}
+
+// TraceInfo describes one direction's capacity: a trace (File its name,
+// Seconds its length before it repeats) or, with File empty, the link's
+// fixed rate.
+type TraceInfo struct {
+	File     string  `json:"file"`
+	Format   string  `json:"format"` // mahimahi, steps or fixed
+	Seconds  float64 `json:"seconds"`
+	MeanMbps float64 `json:"mean_mbps"`
+}
+
+// ControllerReport is how the shaping did on the trace.
+type ControllerReport struct {
+	Name string `json:"name"`
+	// InducedOWDMs is the ground-truth one-way delay above the line's
+	// base, over the probes sent during the load (lost ones left out).
+	InducedOWDMs struct {
+		Down Percentiles `json:"down"`
+		Up   Percentiles `json:"up"`
+	} `json:"induced_owd_ms"`
+	// Utilisation is goodput over the trace's capacity, over the load.
+	Utilisation struct {
+		Down float64 `json:"down"`
+		Up   float64 `json:"up"`
+	} `json:"utilisation"`
+	RateChanges int     `json:"rate_changes"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	// BaseOWDMs is the idle one-way delay each way (the median before
+	// the load), ProbeLossPct the probes lost during the load.
+	BaseOWDMs struct {
+		Down float64 `json:"down"`
+		Up   float64 `json:"up"`
+	} `json:"base_owd_ms"`
+	ProbeLossPct struct {
+		Down float64 `json:"down"`
+		Up   float64 `json:"up"`
+	} `json:"probe_loss_pct"`
+}
+
+// Percentiles of a delay, ms.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// TraceSeries is the run second by second from the trace's start, for
+// plots: capacity (the trace's mean in that second), sqm's shaping rate
+// as the kernel reported it, goodput, and the induced one-way delay of
+// the probes sent in that second (median and max; -1 when none of them
+// arrived).
+type TraceSeries struct {
+	TS               []float64 `json:"t_s"`
+	CapacityDownMbps []float64 `json:"capacity_down_mbps"`
+	CapacityUpMbps   []float64 `json:"capacity_up_mbps"`
+	RateDownMbps     []float64 `json:"rate_down_mbps"`
+	RateUpMbps       []float64 `json:"rate_up_mbps"`
+	GoodputDownMbps  []float64 `json:"goodput_down_mbps"`
+	GoodputUpMbps    []float64 `json:"goodput_up_mbps"`
+	InducedDownMs    []float64 `json:"induced_down_ms"`
+	InducedUpMs      []float64 `json:"induced_up_ms"`
+	InducedDownMaxMs []float64 `json:"induced_down_max_ms"`
+	InducedUpMaxMs   []float64 `json:"induced_up_max_ms"`
+}
+
+// traceDirs is the per-direction state of a trace run; index 0 is down.
+type traceDir struct {
+	tr    *trace.Trace // nil: fixed
+	rates []uint64     // per interval over the run (trace dirs)
+	tm    *traceModem
+}
+
+// RunTrace builds the lab with the modem following tr, shapes it the way
+// o.Shaping says, starts tr.Controller (if any), loads both directions at
+// once for o.Duration (rrul: 4 TCP streams each way) while the ground-truth
+// probes run, and tears everything down.
+func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err error) {
+	if tr.Down == nil && tr.Up == nil {
+		return nil, fmt.Errorf("lab: a trace run needs --trace-down or --trace-up")
+	}
+	if tr.Interval == 0 {
+		tr.Interval = DefaultTraceInterval
+	}
+	if tr.Interval < 10*time.Millisecond || tr.Interval > 10*time.Second {
+		return nil, fmt.Errorf("lab: trace interval %v: give 10ms to 10s", tr.Interval)
+	}
+	ctl := tr.Controller
+	if ctl == nil {
+		ctl = fixedController{}
+	}
+	dirs := [2]traceDir{{tr: tr.Down}, {tr: tr.Up}}
+	for i := range dirs {
+		if d := &dirs[i]; d.tr != nil {
+			if d.rates, err = d.tr.Resample(tr.Interval, o.Duration); err != nil {
+				return nil, fmt.Errorf("lab: %w", err)
+			}
+		}
+	}
+	link, err := o.Link.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	md, mu := link.Modems()
+	for i, m := range []Modem{md, mu} {
+		if dirs[i].tr != nil {
+			if _, err := m.tbf(m.RateBits); err != nil {
+				return nil, fmt.Errorf("lab: %w", err)
+			}
+		}
+	}
+	o.traces = &dirs
+	if o.Idle == 0 {
+		o.Idle = 3 * time.Second
+	}
+	r, err := setup(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := r.teardown(&o); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	t, q := r.t, r.q
+	rep = &TraceReport{Link: r.link, IntervalS: tr.Interval.Seconds(), DurationS: o.Duration.Seconds()}
+	for i, d := range dirs {
+		info := TraceInfo{Format: "fixed", MeanMbps: float64([]uint64{o.Link.DownBits, o.Link.UpBits}[i]) / 1e6}
+		if d.tr != nil {
+			info = TraceInfo{File: d.tr.Name, Format: d.tr.Format, Seconds: d.tr.Length.Seconds(), MeanMbps: d.tr.MeanBits() / 1e6}
+		}
+		*[]*TraceInfo{&rep.Trace.Down, &rep.Trace.Up}[i] = info
+	}
+
+	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
+	p, undo, err := t.shape(q)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := undo(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	rep.Shaping = ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
+		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
+		Source: r.src, Plan: p}
+	ifb := ""
+	if p.Ingress != nil {
+		ifb = p.Ingress.IFB
+	}
+
+	prober, err := t.startOWD(ctx)
+	if err != nil {
+		return nil, err
+	}
+	proberStopped := false
+	defer func() {
+		if !proberStopped {
+			prober.stop(0)
+		}
+	}()
+
+	env := ControlEnv{Router: t.router, WAN: wanDev, IFB: ifb, Queue: q, Plan: p, Reflectors: []string{serverIP}}
+	if err := ctl.Start(ctx, env); err != nil {
+		return nil, fmt.Errorf("lab: start controller %s: %w", ctl.Name(), err)
+	}
+	ctlStopped := false
+	defer func() {
+		if !ctlStopped {
+			_, _ = ctl.Stop()
+		}
+	}()
+
+	f, err := t.newFollower(&dirs, tr.Interval, o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	smp := &rateSampler{t: t, wan: wanDev, ifb: ifb, q: q}
+
+	o.progress("following the traces for %v (rrul load, ground-truth probes every %v each way)", o.Duration, owdEvery)
+	var once sync.Once
+	var t0 time.Time
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	res, err := bloat.Run(ctx, bloat.Options{
+		Addr: serverIP, Mode: bloat.ModeRRUL, Duration: o.Duration, Idle: o.Idle, Enter: t.client.Do,
+		Progress: func(pr bloat.Progress) {
+			if pr.Phase != "load" {
+				return
+			}
+			// The first tick of the load phase: the load began
+			// (Elapsed - Idle) ago, and so does the trace.
+			once.Do(func() {
+				t0 = time.Now().Add(-(pr.Elapsed - o.Idle))
+				f.started = true
+				go f.run(runCtx, t0)
+				smp.done = make(chan struct{})
+				go smp.run(runCtx, t0, o.Duration)
+			})
+		},
+	})
+	stopRun()
+	f.wait()
+	smp.wait()
+	ctlStopped = true
+	cs, cerr := ctl.Stop()
+	downRecs, upRecs := prober.stop(time.Second)
+	proberStopped = true
+	if err != nil {
+		return nil, fmt.Errorf("lab: trace run load: %w", err)
+	}
+	if cerr != nil {
+		return nil, fmt.Errorf("lab: controller %s: %w", ctl.Name(), cerr)
+	}
+	if t0.IsZero() {
+		return nil, fmt.Errorf("lab: the load test never reported its load phase")
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	rep.Load = res
+	rep.ModemChanges, rep.ModemLateMs, rep.modemLog = f.changes, float64(f.late)/1e6, f.log
+	rep.Link.Modem.After = t.status(t.isp, ispDown, ispUp)
+	devs := []string{wanDev}
+	if ifb != "" {
+		devs = append(devs, ifb)
+	}
+	rep.Shaping.Status = t.status(t.router, devs...)
+	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds}
+	rep.probeOff, rep.probeDown, rep.probeUp = t0.Sub(prober.epoch), downRecs, upRecs
+	if err := rep.compute(&dirs, o, res, rep.probeOff, downRecs, upRecs, smp); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// traceModems installs the modem of each direction: a trace modem where
+// dirs has a trace (at its first interval's rate, or its mean if that is a
+// stall, so the idle lead measures the base delay), the fixed netem
+// elsewhere.
+func (t *topology) traceModems(dirs *[2]traceDir, down, up Modem) error {
+	return t.isp.Do(func() error {
+		conn, err := tc.Open(&tc.Config{})
+		if err != nil {
+			return fmt.Errorf("lab: open tc netlink socket in %s: %w", t.isp.Name(), err)
+		}
+		defer conn.Close()
+		for i, d := range []struct {
+			dev, peer string
+			m         Modem
+		}{{ispDown, "10.77.2.2", down}, {ispUp, serverIP, up}} {
+			ifi, err := net.InterfaceByName(d.dev)
+			if err != nil {
+				return fmt.Errorf("lab: find %s in %s: %w", d.dev, t.isp.Name(), err)
+			}
+			td := &dirs[i]
+			if td.tr == nil {
+				if err := applyModem(conn, uint32(ifi.Index), d.m); err != nil {
+					return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)
+				}
+				continue
+			}
+			m := d.m
+			m.RateBits = td.rates[0]
+			if m.RateBits == 0 {
+				m.RateBits = uint64(td.tr.MeanBits())
+			}
+			if err := applyTraceModem(conn, uint32(ifi.Index), m); err != nil {
+				return fmt.Errorf("lab: emulate the trace modem on %s in %s: %w", d.dev, t.isp.Name(), err)
+			}
+			// The kick goes to the discard port of the host behind the
+			// veth; it answers with an ICMP error at most, which costs
+			// nothing and is not a probe of anyone's.
+			kick, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(d.peer), Port: 9})
+			if err != nil {
+				return fmt.Errorf("lab: kick socket in %s: %w", t.isp.Name(), err)
+			}
+			td.tm = &traceModem{dev: d.dev, ifindex: uint32(ifi.Index), m: m, kick: kick}
+		}
+		return nil
+	})
+}
+
+// follower changes the trace modems' rates on schedule.
+type follower struct {
+	conn     *tc.Tc
+	dirs     *[2]traceDir
+	interval time.Duration
+	n        int
+	done     chan struct{}
+	started  bool
+	// results, read after wait
+	changes int
+	late    time.Duration
+	err     error
+	log     []modemChange
+}
+
+// modemChange is one rate change of a trace modem, with the packets its
+// tbf had sent just before: the difference between two changes is what
+// crossed the modem in between, the kernel's count (a stall's must be at
+// most the one packet its full bucket lets go).
+type modemChange struct {
+	dir      int // 0 down, 1 up
+	at       time.Duration
+	bits     uint64
+	sentPkts uint32
+}
+
+// sent reads the packets the tbf of tm has sent (0 if it cannot be read).
+func (f *follower) sent(tm *traceModem) uint32 {
+	qs, err := f.conn.Qdisc().Get()
+	if err != nil {
+		return 0
+	}
+	for _, q := range qs {
+		if q.Ifindex == tm.ifindex && q.Kind == "tbf" && q.Stats != nil {
+			return q.Stats.Packets
+		}
+	}
+	return 0
+}
+
+func (t *topology) newFollower(dirs *[2]traceDir, interval, d time.Duration) (*follower, error) {
+	f := &follower{dirs: dirs, interval: interval, n: int((d + interval - 1) / interval), done: make(chan struct{})}
+	err := t.isp.Do(func() error {
+		var err error
+		f.conn, err = tc.Open(&tc.Config{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lab: open tc netlink socket in %s: %w", t.isp.Name(), err)
+	}
+	return f, nil
+}
+
+// run applies interval k's rates at t0 + k*interval (intervals already
+// past when it starts are skipped to the current one) until the last.
+func (f *follower) run(ctx context.Context, t0 time.Time) {
+	defer close(f.done)
+	for k := 0; k < f.n; k++ {
+		at := t0.Add(time.Duration(k) * f.interval)
+		if next := at.Add(f.interval); k+1 < f.n && time.Now().After(next) {
+			continue // already past: catch up
+		}
+		if w := time.Until(at); w > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(w):
+			}
+		}
+		if l := time.Since(at); l > f.late && k > 0 {
+			f.late = l
+		}
+		for i := range f.dirs {
+			d := &f.dirs[i]
+			if d.tm == nil || d.tm.m.RateBits == d.rates[k] {
+				continue
+			}
+			f.log = append(f.log, modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentPkts: f.sent(d.tm)})
+			if err := d.tm.setRate(f.conn, d.rates[k]); err != nil {
+				f.err = fmt.Errorf("lab: %w", err)
+				return
+			}
+			f.changes++
+		}
+	}
+}
+
+func (f *follower) wait() {
+	if f.started {
+		<-f.done
+	}
+}
+
+func (f *follower) close() {
+	f.conn.Close()
+	for _, d := range f.dirs {
+		if d.tm != nil && d.tm.kick != nil {
+			d.tm.kick.Close()
+		}
+	}
+}
+
+// rateSampler reads sqm's shaping rates from the kernel once a second:
+// cake's configured bandwidth on the WAN device (up) and the IFB (down);
+// other qdiscs report none, and the configured rate stands for them.
+type rateSampler struct {
+	t        *topology
+	wan, ifb string
+	q        *config.Queue
+	mu       sync.Mutex
+	down, up []float64 // Mbit/s per second; NaN: not read
+	done     chan struct{}
+}
+
+// run samples until d after t0; the caller makes s.done first.
+func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
+	defer close(s.done)
+	n := int((d + time.Second - 1) / time.Second)
+	for i := 0; i < n; i++ {
+		// mid-second, so a change at the second's start is seen
+		if w := time.Until(t0.Add(time.Duration(i)*time.Second + 500*time.Millisecond)); w > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(w):
+			}
+		}
+		dn, up := float64(s.q.Download)/1000, float64(s.q.Upload)/1000
+		devs := []string{s.wan}
+		if s.ifb != "" {
+			devs = append(devs, s.ifb)
+		}
+		for _, st := range s.t.status(s.t.router, devs...) {
+			for _, qd := range st.Qdiscs {
+				if qd.Cake == nil || qd.Cake.CapacityEstimate == 0 {
+					continue
+				}
+				v := float64(qd.Cake.CapacityEstimate) * 8 / 1e6
+				if st.Device == s.wan {
+					up = v
+				} else {
+					dn = v
+				}
+			}
+		}
+		s.mu.Lock()
+		s.down, s.up = append(s.down, dn), append(s.up, up)
+		s.mu.Unlock()
+	}
+}
+
+func (s *rateSampler) wait() {
+	if s.done != nil {
+		<-s.done
+	}
+}
+
+// compute fills the controller figures and the series. off is the
+// trace's start on the prober's clock.
+func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result, off time.Duration, downRecs, upRecs []owdRec, smp *rateSampler) error {
+	n := int((o.Duration + time.Second - 1) / time.Second)
+	s := &rep.Series
+	capa := [2][]float64{}
+	for i, d := range dirs {
+		capa[i] = make([]float64, n)
+		if d.tr == nil {
+			for k := range capa[i] {
+				capa[i][k] = float64([]uint64{o.Link.DownBits, o.Link.UpBits}[i]) / 1e6
+			}
+			continue
+		}
+		rs, err := d.tr.Resample(time.Second, o.Duration)
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		for k, r := range rs {
+			capa[i][k] = float64(r) / 1e6
+		}
+	}
+	s.CapacityDownMbps, s.CapacityUpMbps = capa[0], capa[1]
+	s.TS = make([]float64, n)
+	for k := range s.TS {
+		s.TS[k] = float64(k)
+	}
+	// Goodput: each tick of the tester's series covers the step before
+	// it; it counts in the second its middle falls in.
+	good := [2][]float64{make([]float64, n), make([]float64, n)}
+	step := res.StepS
+	t0 := rep.loadT0(res)
+	for i, ts := range res.Series.TS {
+		mid := ts - step/2 - t0
+		k := int(math.Floor(mid))
+		if k < 0 || k >= n {
+			continue
+		}
+		good[0][k] += res.Series.DownloadMbps[i] * step
+		good[1][k] += res.Series.UploadMbps[i] * step
+	}
+	s.GoodputDownMbps, s.GoodputUpMbps = good[0], good[1]
+	var util [2]float64
+	for i := range good {
+		var g, c float64
+		for k := range good[i] {
+			g += good[i][k]
+			c += capa[i][k] * math.Min(1, o.Duration.Seconds()-float64(k))
+		}
+		if c > 0 {
+			util[i] = g / c
+		}
+	}
+	rep.Controller.Utilisation.Down, rep.Controller.Utilisation.Up = util[0], util[1]
+
+	smp.mu.Lock()
+	s.RateDownMbps, s.RateUpMbps = pad(smp.down, n), pad(smp.up, n)
+	smp.mu.Unlock()
+
+	for i, recs := range [][]owdRec{downRecs, upRecs} {
+		var idle []float64
+		for _, r := range recs {
+			if r.got > 0 && r.sent < off-500*time.Millisecond {
+				idle = append(idle, float64(r.got-r.sent)/1e6)
+			}
+		}
+		if len(idle) < 20 {
+			return fmt.Errorf("lab: only %d ground-truth probes %s arrived before the load: cannot tell the line's base delay", len(idle), []string{"down", "up"}[i])
+		}
+		sort.Float64s(idle)
+		base := stats.Percentile(idle, 50)
+		var loaded []float64
+		lost, sent := 0, 0
+		per := make([][]float64, n)
+		end := off + o.Duration
+		for _, r := range recs {
+			if r.sent < off || r.sent >= end {
+				continue
+			}
+			sent++
+			if r.got == 0 {
+				lost++
+				continue
+			}
+			v := float64(r.got-r.sent)/1e6 - base
+			loaded = append(loaded, v)
+			if k := int((r.sent - off) / time.Second); k < n {
+				per[k] = append(per[k], v)
+			}
+		}
+		sort.Float64s(loaded)
+		pc := Percentiles{P50: -1, P95: -1, P99: -1, Max: -1}
+		if len(loaded) > 0 {
+			pc = Percentiles{P50: stats.Percentile(loaded, 50), P95: stats.Percentile(loaded, 95),
+				P99: stats.Percentile(loaded, 99), Max: loaded[len(loaded)-1]}
+		}
+		med, mx := make([]float64, n), make([]float64, n)
+		for k, v := range per {
+			med[k], mx[k] = -1, -1
+			if len(v) > 0 {
+				sort.Float64s(v)
+				med[k], mx[k] = stats.Percentile(v, 50), v[len(v)-1]
+			}
+		}
+		loss := 0.0
+		if sent > 0 {
+			loss = 100 * float64(lost) / float64(sent)
+		}
+		if i == 0 {
+			rep.Controller.InducedOWDMs.Down, rep.Controller.BaseOWDMs.Down, rep.Controller.ProbeLossPct.Down = pc, base, loss
+			s.InducedDownMs, s.InducedDownMaxMs = med, mx
+		} else {
+			rep.Controller.InducedOWDMs.Up, rep.Controller.BaseOWDMs.Up, rep.Controller.ProbeLossPct.Up = pc, base, loss
+			s.InducedUpMs, s.InducedUpMaxMs = med, mx
+		}
+	}
+	return nil
+}
+
+// loadT0 is the trace's start in seconds on the tester's series clock.
+func (rep *TraceReport) loadT0(res *bloat.Result) float64 {
+	for _, p := range res.Phases {
+		if p.Name == "load" {
+			return p.StartS
+		}
+	}
+	return res.IdleS
+}
+
+func pad(v []float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = -1
+		if i < len(v) {
+			out[i] = v[i]
+		}
+	}
+	return out
+}
+
+// Autorate, when set, makes sqm's autorate controller for `sqm lab
+// --autorate`; nil means it is not built into the lab (yet), and the flag
+// is refused rather than run with something else.
+var Autorate func() Controller
+
+// WriteText prints what a trace run measured.
+func (rep *TraceReport) WriteText(w io.Writer) error {
+	c := rep.Controller
+	for i, ti := range []TraceInfo{rep.Trace.Down, rep.Trace.Up} {
+		dir := []string{"down", "up"}[i]
+		if ti.File == "" {
+			fmt.Fprintf(w, "Capacity %-4s fixed %.2f Mbit/s\n", dir, ti.MeanMbps)
+		} else {
+			fmt.Fprintf(w, "Capacity %-4s %s (%s, %.1f s, looping), mean %.2f Mbit/s\n", dir, ti.File, ti.Format, ti.Seconds, ti.MeanMbps)
+		}
+	}
+	fmt.Fprintf(w, "Shaping: %s; controller %s (%d rate changes, %.2f CPU s)\n", rep.Shaping.Text(), c.Name, c.RateChanges, c.CPUSeconds)
+	fmt.Fprintf(w, "Run: %.0f s rrul load; modem rate step %.0f ms, %d changes, at most %.1f ms late\n",
+		rep.DurationS, rep.IntervalS*1000, rep.ModemChanges, rep.ModemLateMs)
+	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %10s %8s %8s\n", "", "p50 ms", "p95 ms", "p99 ms", "max ms", "util", "base ms", "loss %")
+	for i, p := range []Percentiles{c.InducedOWDMs.Down, c.InducedOWDMs.Up} {
+		u := []float64{c.Utilisation.Down, c.Utilisation.Up}[i]
+		b := []float64{c.BaseOWDMs.Down, c.BaseOWDMs.Up}[i]
+		l := []float64{c.ProbeLossPct.Down, c.ProbeLossPct.Up}[i]
+		fmt.Fprintf(w, "%-5s %9.1f %9.1f %9.1f %9.1f %9.0f%% %8.1f %8.1f\n", []string{"down", "up"}[i], p.P50, p.P95, p.P99, p.Max, 100*u, b, l)
+	}
+	fmt.Fprintln(w, "(induced one-way delay of ground-truth probes above the idle base; utilisation = goodput / trace capacity)")
+	return nil
+}
+
+// WritePlot draws the run over time to path (.svg or .png): per direction
+// capacity, shaping rate and goodput, and the induced one-way delay
+// (median and max of each second's probes).
+func (rep *TraceReport) WritePlot(path string) error {
+	s := rep.Series
+	x := make([]float64, len(s.TS))
+	for i, t := range s.TS {
+		x[i] = t + 0.5 // each value is its second's
+	}
+	name := func(ti TraceInfo) string {
+		if ti.File == "" {
+			return fmt.Sprintf("fixed %.1f Mbit/s", ti.MeanMbps)
+		}
+		return ti.File
+	}
+	tl := &plot.Timeline{
+		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
+		Subtitle: fmt.Sprintf("down %s, up %s; %s", name(rep.Trace.Down), name(rep.Trace.Up), rep.Shaping.Text()),
+	}
+	for _, d := range []struct {
+		dir                    string
+		capa, rate, good, m, x []float64
+	}{
+		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs},
+		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs},
+	} {
+		tl.Panels = append(tl.Panels,
+			plot.TimelinePanel{YLabel: d.dir + " (Mbit/s)", Lines: []plot.TimelineLine{
+				{Name: "capacity", X: x, Y: d.capa}, {Name: "shaping rate", X: x, Y: d.rate}, {Name: "goodput", X: x, Y: d.good}}},
+			plot.TimelinePanel{YLabel: d.dir + " induced OWD (ms)", Lines: []plot.TimelineLine{
+				{Name: "median", X: x, Y: d.m}, {Name: "max", X: x, Y: d.x}}})
+	}
+	if err := plot.SaveTimeline(path, tl); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return nil
+}

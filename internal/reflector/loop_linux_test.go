@@ -1,0 +1,396 @@
+package reflector
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sqm/internal/bloat"
+	"sqm/internal/netns"
+	"sqm/internal/testutil"
+)
+
+// collect runs p until it has want samples of every target (or 5 s),
+// and returns them per target.
+func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
+	t.Helper()
+	got := make([][]Sample, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := 0
+	err := p.Run(ctx, func(s *Sample) {
+		if s.Target < 0 || s.Target >= n {
+			t.Errorf("sample for target %d of %d", s.Target, n)
+			return
+		}
+		got[s.Target] = append(got[s.Target], *s)
+		if len(got[s.Target]) == want {
+			if done++; done == n {
+				cancel()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for i, g := range got {
+		if len(g) < want {
+			t.Fatalf("target %d: %d samples in 5 s, want %d: %+v", i, len(g), want, g)
+		}
+	}
+	return got
+}
+
+// checkReplies: every sample answered, of the kind, in a loopback's
+// time, with one-way delays iff oneWay, each below the round trip plus
+// the clock's resolution (both ends share one clock here).
+func checkReplies(t *testing.T, name string, ss []Sample, kind Kind, oneWay bool, res time.Duration) {
+	t.Helper()
+	last := -1
+	for _, s := range ss {
+		switch {
+		case s.Lost:
+			t.Errorf("%s: probe %d lost on loopback", name, s.Seq)
+		case s.Kind != kind:
+			t.Errorf("%s: kind %v, want %v", name, s.Kind, kind)
+		case s.RTT <= 0 || s.RTT > 100*time.Millisecond:
+			t.Errorf("%s: RTT %v on loopback", name, s.RTT)
+		case s.OneWay != oneWay:
+			t.Errorf("%s: one-way %v, want %v (%+v)", name, s.OneWay, oneWay, s)
+		case oneWay && (s.Up < -res || s.Down < -res || s.Up > s.RTT+res || s.Down > s.RTT+res):
+			t.Errorf("%s: up %v down %v outside 0..RTT %v (+- %v)", name, s.Up, s.Down, s.RTT, res)
+		case int(s.Seq) <= last:
+			t.Errorf("%s: seq %d after %d", name, s.Seq, last)
+		}
+		last = int(s.Seq)
+	}
+}
+
+// TestLoopbackICMP: echo over IPv4 and IPv6 and timestamps over IPv4,
+// answered by the kernel on loopback, through raw sockets (root).
+func TestLoopbackICMP(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refl")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	targets := []Target{
+		{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPEcho},
+		{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPTimestamp},
+		{Addr: netip.MustParseAddr("::1"), Kind: ICMPEcho},
+	}
+	p, err := New(Config{Targets: targets, Interval: 20 * time.Millisecond, Enter: ns.Do, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := collect(t, p, len(targets), tsRepeats+5)
+	checkReplies(t, "echo4", got[0], ICMPEcho, false, 0)
+	// One-way delays after the probation; Linux stamps receive and
+	// transmit alike, in milliseconds: each delay is up to 1 ms off.
+	checkReplies(t, "timestamp (probation)", got[1][:tsRepeats-1], ICMPTimestamp, false, 0)
+	checkReplies(t, "timestamp", got[1][tsRepeats-1:], ICMPTimestamp, true, time.Millisecond)
+	checkReplies(t, "echo6", got[2], ICMPEcho, false, 0)
+}
+
+// TestDatagramICMP: the unprivileged path, datagram ICMP sockets, which
+// a namespace allows once its ping_group_range holds our group; a
+// timestamp target falls back to echo there.
+func TestDatagramICMP(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refl")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetSysctl("net.ipv4.ping_group_range", "0 2147483647"); err != nil {
+		t.Fatal(err)
+	}
+	targets := []Target{
+		{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPTimestamp},
+		{Addr: netip.MustParseAddr("::1"), Kind: ICMPEcho},
+	}
+	p, err := New(Config{Targets: targets, Interval: 20 * time.Millisecond, Enter: ns.Do, Logf: t.Logf, sockets: "dgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := collect(t, p, len(targets), 10)
+	checkReplies(t, "echo4", got[0], ICMPEcho, false, 0)
+	checkReplies(t, "echo6", got[1], ICMPEcho, false, 0)
+}
+
+// TestNoICMPSocket: without root or ping_group_range New says how to
+// get one.
+func TestNoICMPSocket(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refl")
+	if err := ns.SetSysctl("net.ipv4.ping_group_range", "1 0"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Config{Targets: Targets([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, ProbeICMP), Enter: ns.Do, sockets: "dgram"})
+	if err == nil || !strings.Contains(err.Error(), "ping_group_range") {
+		t.Fatalf("New = %v, want an error naming ping_group_range", err)
+	}
+}
+
+// TestLoopbackUDP: sqm server's echo (the real server) and irtt (the
+// real irtt server, if installed) over IPv4 and IPv6 loopback.
+func TestLoopbackUDP(t *testing.T) {
+	var targets []Target
+	for _, a := range []string{"127.0.0.1", "::1"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
+		if err != nil {
+			t.Skipf("no loopback %s: %v", a, err)
+		}
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { bloat.NewServer(bloat.Limits{}, t.Logf).Serve(ctx, ln, pc) })
+		t.Cleanup(func() { cancel(); wg.Wait() })
+		ap := netip.MustParseAddrPort(ln.Addr().String())
+		targets = append(targets, Target{Addr: ap.Addr(), Port: ap.Port(), Kind: UDPSQM})
+	}
+	dns := fakeResolver(t)
+	targets = append(targets, Target{Addr: dns.Addr(), Port: dns.Port(), Kind: UDPDNS})
+	irttPort := 0
+	if _, err := exec.LookPath("irtt"); err == nil {
+		irttPort = freeUDPPort(t)
+		srv := exec.Command("irtt", "server", "-b", "127.0.0.1:"+strconv.Itoa(irttPort))
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+		targets = append(targets, Target{Addr: netip.MustParseAddr("127.0.0.1"), Port: uint16(irttPort), Kind: UDPIRTT})
+	} else {
+		t.Log("irtt not installed (scripts/setup.sh installs it): irtt not tested")
+	}
+	p, err := New(Config{Targets: targets, Interval: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := collect(t, p, len(targets), 10)
+	checkReplies(t, "sqm4", got[0], UDPSQM, true, 0)
+	checkReplies(t, "sqm6", got[1], UDPSQM, true, 0)
+	checkReplies(t, "dns", got[2], UDPDNS, false, 0)
+	if irttPort != 0 {
+		checkReplies(t, "irtt", got[3], UDPIRTT, true, 0)
+	}
+}
+
+// fakeResolver answers DNS queries on loopback as a resolver answers
+// ". IN A" from its cache: the question back with an empty answer.
+func fakeResolver(t *testing.T) netip.AddrPort {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		b := make([]byte, 512)
+		for {
+			n, from, err := c.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			if n < 12 {
+				continue
+			}
+			b[2] |= 0x80 // a reply
+			b[3] |= 0x80 // recursion available
+			c.WriteTo(b[:n], from)
+		}
+	}()
+	return netip.MustParseAddrPort(c.LocalAddr().String())
+}
+
+func freeUDPPort(t *testing.T) int {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// TestStopsAnswering: a reflector that stops answering (the namespace's
+// kernel told to ignore echo requests) gives losses, one per probe, each
+// after the timeout, and replies again once it answers again; a closed
+// UDP port gives only losses. The namespace is the test's own.
+func TestStopsAnswering(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refl")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	targets := []Target{
+		{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPEcho},
+		{Addr: netip.MustParseAddr("127.0.0.1"), Port: 9, Kind: UDPSQM}, // discard: nobody listens
+	}
+	const timeout = 100 * time.Millisecond
+	p, err := New(Config{Targets: targets, Interval: 20 * time.Millisecond, Timeout: timeout, Enter: ns.Do, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Phases of target 0: answered until 5 replies, then silent until 5
+	// losses, then answered again until 5 replies.
+	var phase, count, udp int
+	var seen []string
+	var lastLost time.Time
+	err = p.Run(ctx, func(s *Sample) {
+		if s.Target == 1 {
+			if !s.Lost {
+				t.Errorf("a reply from a closed port: %+v", s)
+			}
+			udp++
+			return
+		}
+		if s.Lost {
+			if d := time.Since(s.Sent); d < timeout {
+				t.Errorf("probe %d reported lost after %v, before the timeout", s.Seq, d)
+			}
+			lastLost = time.Now()
+		}
+		want := phase != 1
+		if !s.Lost != want {
+			// The probes in flight when the sysctl flips may go either way.
+			seen = append(seen, fmt.Sprintf("phase %d: lost=%v", phase, s.Lost))
+			return
+		}
+		if count++; count < 5 {
+			return
+		}
+		count = 0
+		switch phase {
+		case 0:
+			if err := ns.SetSysctl("net.ipv4.icmp_echo_ignore_all", "1"); err != nil {
+				t.Error(err)
+			}
+		case 1:
+			if err := ns.SetSysctl("net.ipv4.icmp_echo_ignore_all", "0"); err != nil {
+				t.Error(err)
+			}
+		case 2:
+			cancel()
+		}
+		phase++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != 3 {
+		t.Fatalf("reached phase %d of 3 in 10 s (samples off phase: %v)", phase, seen)
+	}
+	// At most the probes in flight at each flip (timeout / interval + 1)
+	// go the other way.
+	if len(seen) > 2*(int(timeout/(20*time.Millisecond))+1) {
+		t.Errorf("%d samples contradict their phase: %v", len(seen), seen)
+	}
+	if udp < 5 || lastLost.IsZero() {
+		t.Errorf("%d losses from the closed port, last ICMP loss %v", udp, lastLost)
+	}
+}
+
+// TestIRTTReopen: an irtt server restarted forgets the session, so it
+// ignores the probes; after irttMisses lost in a row the prober opens a
+// new one and replies come again.
+func TestIRTTReopen(t *testing.T) {
+	if _, err := exec.LookPath("irtt"); err != nil {
+		t.Skip("irtt not installed (scripts/setup.sh installs it)")
+	}
+	port := freeUDPPort(t)
+	var srv *exec.Cmd
+	start := func() {
+		srv = exec.Command("irtt", "server", "-b", "127.0.0.1:"+strconv.Itoa(port))
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start()
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	var opens atomic.Int32
+	logf := func(f string, args ...any) {
+		t.Logf(f, args...)
+		if strings.Contains(fmt.Sprintf(f, args...), "session open") {
+			opens.Add(1)
+		}
+	}
+	p, err := New(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Port: uint16(port), Kind: UDPIRTT}},
+		Interval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond, Logf: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var replies, lost, after int
+	restarted := false
+	p.Run(ctx, func(s *Sample) {
+		switch {
+		case s.Lost:
+			lost++
+		case restarted:
+			if after++; after == 10 {
+				cancel()
+			}
+		default:
+			if replies++; replies == 10 {
+				srv.Process.Kill()
+				srv.Wait()
+				start()
+				restarted = true
+			}
+		}
+	})
+	if after < 10 || opens.Load() < 2 {
+		t.Fatalf("%d replies before the restart, %d after, %d lost, %d sessions opened", replies, after, lost, opens.Load())
+	}
+	// Lost: the misses that trigger the reopen, plus those in flight.
+	if max := irttMisses + int(100*time.Millisecond/(20*time.Millisecond)) + 1; lost < irttMisses || lost > max {
+		t.Errorf("%d probes lost across the restart, want %d..%d", lost, irttMisses, max)
+	}
+}
+
+// TestIRTTGrantedInterval: an irtt server with a minimum interval of
+// 50 ms grants that to a prober asking for 20 ms, and the prober follows
+// it (probing faster, its excess probes would be dropped as losses).
+func TestIRTTGrantedInterval(t *testing.T) {
+	if _, err := exec.LookPath("irtt"); err != nil {
+		t.Skip("irtt not installed (scripts/setup.sh installs it)")
+	}
+	port := freeUDPPort(t)
+	srv := exec.Command("irtt", "server", "-b", "127.0.0.1:"+strconv.Itoa(port), "-i", "50ms")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	p, err := New(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Port: uint16(port), Kind: UDPIRTT}},
+		Interval: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := collect(t, p, 1, 22)[0]
+	checkReplies(t, "irtt", got, UDPIRTT, true, 0)
+	// Past the first two (scheduled before the grant), the mean gap is
+	// the granted 50 ms, not the 20 ms asked (a late send shortens the
+	// next gap, never the mean).
+	ss := got[2:]
+	if mean := ss[len(ss)-1].Sent.Sub(ss[0].Sent) / time.Duration(len(ss)-1); mean < 45*time.Millisecond {
+		t.Errorf("mean gap %v between probes, want the granted 50 ms", mean)
+	}
+}
