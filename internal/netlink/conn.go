@@ -23,6 +23,11 @@ type Conn struct {
 	port   uint32 // our port id, which the kernel puts in its replies
 	seq    uint32
 	closed atomic.Bool
+	// wbuf and kaddr are send's, reused: a request is written out whole
+	// before send returns, and a daemon changing shaper rates several
+	// times a second should not allocate them each time.
+	wbuf  []byte
+	kaddr unix.SockaddrNetlink
 }
 
 // Config says where the socket lives. The zero value is the calling
@@ -174,11 +179,13 @@ func (c *Conn) send(m Message) (uint32, error) {
 	m.Header.Sequence = c.seq
 	m.Header.PID = c.port
 	m.Header.Flags |= Request
-	b := appendMessage(nil, m)
+	b := appendMessage(c.wbuf[:0], m)
+	c.wbuf = b
+	c.kaddr = unix.SockaddrNetlink{Family: unix.AF_NETLINK}
 	var serr error
 	err := c.rc.Write(func(fd uintptr) bool {
 		for {
-			serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+			serr = unix.Sendto(int(fd), b, 0, &c.kaddr)
 			if serr != unix.EINTR {
 				return serr != unix.EAGAIN
 			}

@@ -74,7 +74,7 @@ func TestNoAllocs(t *testing.T) {
 		i := map[string]int{"icmp-timestamp": 0, "udp-sqm": 1, "udp-irtt": 2, "icmp-echo": 3, "udp-dns": 4}[tt.name]
 		n = 0
 		allocs := testing.AllocsPerRun(100, func() {
-			p.send(i)
+			p.send(i, emit)
 			sl := &p.ring[(p.next-1)&p.mask]
 			tt.reply(sl, time.Now())
 			p.expire(time.Now(), emit)
@@ -118,7 +118,7 @@ func BenchmarkLoopbackEcho(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		p.send(0)
+		p.send(0, emit)
 		for want := got + 1; got < want; {
 			unix.Poll(p.pfds, 1000)
 			p.drain(sockICMP4, emit)

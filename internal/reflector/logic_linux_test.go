@@ -68,7 +68,7 @@ func TestProberStampFaults(t *testing.T) {
 			// A start 1234.5678 ms past a second, a probe every 100.1 ms.
 			base := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Add(1234567800)
 			for k := range 2 * tsRepeats {
-				p.send(0)
+				p.send(0, func(s *Sample) { t.Fatalf("a sample at a send: %+v", s) })
 				sl := &p.ring[(p.next-1)&p.mask]
 				sl.sent = base.Add(time.Duration(k) * 100100 * time.Microsecond)
 				sl.orig = msSinceMidnight(p.wall(sl.sent))
@@ -104,7 +104,7 @@ func TestProberNoTimestamps(t *testing.T) {
 	var got []Sample
 	emit := func(s *Sample) { got = append(got, *s) }
 	for range tsTries {
-		p.send(0)
+		p.send(0, emit)
 	}
 	p.expire(time.Now(), emit)
 	if len(got) != 0 {
@@ -122,7 +122,7 @@ func TestProberNoTimestamps(t *testing.T) {
 	if p.targets[0].kind != ICMPEcho {
 		t.Fatalf("still probing with %v after %d unanswered timestamp requests", p.targets[0].kind, tsTries)
 	}
-	p.send(0)
+	p.send(0, emit)
 	if sl := p.ring[(p.next-1)&p.mask]; sl.kind != ICMPEcho {
 		t.Errorf("next probe is %v", sl.kind)
 	}
@@ -135,8 +135,8 @@ func TestProberMatch(t *testing.T) {
 	p, _ := socketless(t, 50*time.Millisecond, Target{Addr: a, Kind: ICMPEcho}, Target{Addr: b, Kind: ICMPEcho})
 	var got []Sample
 	emit := func(s *Sample) { got = append(got, *s) }
-	p.send(0)
-	p.send(1)
+	p.send(0, emit)
+	p.send(1, emit)
 	reply := func(seq uint32) []byte {
 		e := appendEcho(nil, icmp4Echo, p.icmpID, seq)
 		e[0] = icmp4EchoReply

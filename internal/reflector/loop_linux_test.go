@@ -146,20 +146,7 @@ func TestNoICMPSocket(t *testing.T) {
 func TestLoopbackUDP(t *testing.T) {
 	var targets []Target
 	for _, a := range []string{"127.0.0.1", "::1"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
-		if err != nil {
-			t.Skipf("no loopback %s: %v", a, err)
-		}
-		pc, err := net.ListenPacket("udp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() { bloat.NewServer(bloat.Limits{}, t.Logf).Serve(ctx, ln, pc) })
-		t.Cleanup(func() { cancel(); wg.Wait() })
-		ap := netip.MustParseAddrPort(ln.Addr().String())
-		targets = append(targets, Target{Addr: ap.Addr(), Port: ap.Port(), Kind: UDPSQM})
+		targets = append(targets, sqmServer(t, a))
 	}
 	dns := fakeResolver(t)
 	targets = append(targets, Target{Addr: dns.Addr(), Port: dns.Port(), Kind: UDPDNS})
@@ -213,6 +200,26 @@ func fakeResolver(t *testing.T) netip.AddrPort {
 		}
 	}()
 	return netip.MustParseAddrPort(c.LocalAddr().String())
+}
+
+// sqmServer starts a `sqm server` on loopback address a and returns it
+// as a target.
+func sqmServer(t *testing.T, a string) Target {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
+	if err != nil {
+		t.Skipf("no loopback %s: %v", a, err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { bloat.NewServer(bloat.Limits{}, t.Logf).Serve(ctx, ln, pc) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	ap := netip.MustParseAddrPort(ln.Addr().String())
+	return Target{Addr: ap.Addr(), Port: ap.Port(), Kind: UDPSQM}
 }
 
 func freeUDPPort(t *testing.T) int {
@@ -392,5 +399,55 @@ func TestIRTTGrantedInterval(t *testing.T) {
 	ss := got[2:]
 	if mean := ss[len(ss)-1].Sent.Sub(ss[0].Sent) / time.Duration(len(ss)-1); mean < 45*time.Millisecond {
 		t.Errorf("mean gap %v between probes, want the granted 50 ms", mean)
+	}
+}
+
+// TestReplace: a target replaced mid-run probes the new reflector from
+// its next probe on; the old one's replies in flight are forgotten, so no
+// sample of the old kind follows the first of the new.
+func TestReplace(t *testing.T) {
+	dns := fakeResolver(t)
+	sqm := sqmServer(t, "127.0.0.1")
+	p, err := New(Config{Targets: []Target{{Addr: dns.Addr(), Port: dns.Port(), Kind: UDPDNS}},
+		Interval: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Replace(1, sqm); err == nil {
+		t.Error("Replace of a target that does not exist accepted")
+	}
+	if err := p.Replace(0, Target{Addr: netip.MustParseAddr("::1"), Kind: UDPDNS}); err == nil {
+		t.Error("Replace with a target needing a socket the prober lacks (UDPv6) accepted")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var before, after int
+	p.Run(ctx, func(s *Sample) {
+		switch {
+		case s.Lost:
+			t.Errorf("lost on loopback: %+v", s)
+		case s.Kind == UDPDNS && after > 0:
+			t.Errorf("a sample of the old target after the new one's first: %+v", s)
+		case s.Kind == UDPDNS:
+			if before++; before == 5 {
+				if err := p.Replace(0, sqm); err != nil {
+					t.Error(err)
+				}
+			}
+		case s.Kind == UDPSQM:
+			if after++; after == 10 {
+				cancel()
+			}
+		}
+	})
+	if after < 10 {
+		t.Fatalf("%d samples before the replacement, %d after", before, after)
+	}
+	if i, ok := p.byUDP[netip.AddrPortFrom(sqm.Addr, sqm.Port)]; !ok || i != 0 {
+		t.Errorf("replies from the new reflector not routed to target 0: %v", p.byUDP)
+	}
+	if _, ok := p.byUDP[dns]; ok {
+		t.Errorf("replies from the old reflector still routed: %v", p.byUDP)
 	}
 }

@@ -388,7 +388,7 @@ func (p *Prober) Run(ctx context.Context, emit func(*Sample)) error {
 		}
 		now := time.Now()
 		p.expire(now, emit)
-		wake := p.sendDue(now)
+		wake := p.sendDue(now, emit)
 		if p.tail != p.next {
 			if d := p.ring[p.tail&p.mask].sent.Add(p.cfg.Timeout); d.Before(wake) {
 				wake = d
@@ -422,11 +422,23 @@ func (p *Prober) applyReplacements() {
 				sl.live = false
 			}
 		}
+		delete(p.replace, i)
+		old := p.targets[i].t
+		ap, oldAP := netip.AddrPortFrom(t.Addr, t.port()), netip.AddrPortFrom(old.Addr, old.port())
+		if j, dup := p.byUDP[ap]; t.Kind.UDP() && dup && j != i {
+			p.cfg.Logf("reflector: target %d not replaced by %v: target %d probes it already", i, t, j)
+			continue
+		}
 		p.closeSession(i)
+		if old.Kind.UDP() {
+			delete(p.byUDP, oldAP)
+		}
+		if t.Kind.UDP() {
+			p.byUDP[ap] = i
+		}
 		next := p.targets[i].next
 		p.setTarget(i, t)
 		p.targets[i].next, p.targets[i].openAt = next, time.Now()
-		delete(p.replace, i)
 		p.cfg.Logf("reflector: target %d is now %v", i, t)
 	}
 }
@@ -446,7 +458,7 @@ func (p *Prober) closeSession(i int) {
 }
 
 // sendDue sends the probes due at now and returns when the next is due.
-func (p *Prober) sendDue(now time.Time) time.Time {
+func (p *Prober) sendDue(now time.Time, emit func(*Sample)) time.Time {
 	wake := now.Add(time.Minute)
 	for i := range p.targets {
 		ts := &p.targets[i]
@@ -459,7 +471,7 @@ func (p *Prober) sendDue(now time.Time) time.Time {
 		}
 		if !now.Before(ts.next) {
 			if ts.kind != UDPIRTT || ts.sess != nil {
-				p.send(i)
+				p.send(i, emit)
 			}
 			ts.next = ts.next.Add(ts.interval)
 			if ts.next.Before(now) { // fell behind (a suspended router): no burst
@@ -476,14 +488,14 @@ func (p *Prober) sendDue(now time.Time) time.Time {
 	return wake
 }
 
-func (p *Prober) send(i int) {
+func (p *Prober) send(i int, emit func(*Sample)) {
 	ts := &p.targets[i]
 	seq := p.next
 	sl := &p.ring[seq&p.mask]
-	if sl.live { // cannot happen with the ring's size; never overwrite silently
-		p.tail = seq + 1
-	}
 	now := time.Now()
+	if sl.live { // cannot happen with the ring's size; never overwrite silently
+		p.lose(sl, now, emit)
+	}
 	var b []byte
 	var orig uint32
 	switch ts.kind {
@@ -521,26 +533,31 @@ func (p *Prober) expire(now time.Time, emit func(*Sample)) {
 		if now.Sub(sl.sent) < p.cfg.Timeout {
 			return
 		}
-		sl.live = false
-		i := int(sl.target)
-		ts := &p.targets[i]
-		switch {
-		case sl.kind == ICMPTimestamp && ts.kind == ICMPTimestamp && ts.tsReplies == 0:
-			if ts.tsLost++; ts.tsLost >= tsTries {
-				ts.kind = ICMPEcho
-				p.cfg.Logf("reflector: %v: no reply to %d timestamp requests: probing with echo, round trip only", ts.t, tsTries)
-			}
-		case sl.kind == UDPIRTT && ts.sess != nil && !sl.sent.Before(ts.opened):
-			// Only probes of this session count: those of the last one,
-			// still expiring, would end the new one too.
-			if ts.misses++; ts.misses >= irttMisses {
-				ts.sess, ts.openAt, ts.backoff = nil, now, irttMinBackoff
-				p.cfg.Logf("reflector: %v: %d probes lost in a row: reopening the session", ts.t, irttMisses)
-			}
-		}
-		p.sample = Sample{Target: i, Addr: ts.t.Addr, Kind: sl.kind, Seq: sl.seq, Sent: sl.sent, Lost: true}
-		emit(&p.sample)
+		p.lose(sl, now, emit)
 	}
+}
+
+// lose reports the probe in sl lost, and counts it against its target.
+func (p *Prober) lose(sl *pending, now time.Time, emit func(*Sample)) {
+	sl.live = false
+	i := int(sl.target)
+	ts := &p.targets[i]
+	switch {
+	case sl.kind == ICMPTimestamp && ts.kind == ICMPTimestamp && ts.tsReplies == 0:
+		if ts.tsLost++; ts.tsLost >= tsTries {
+			ts.kind = ICMPEcho
+			p.cfg.Logf("reflector: %v: no reply to %d timestamp requests: probing with echo, round trip only", ts.t, tsTries)
+		}
+	case sl.kind == UDPIRTT && ts.sess != nil && !sl.sent.Before(ts.opened):
+		// Only probes of this session count: those of the last one,
+		// still expiring, would end the new one too.
+		if ts.misses++; ts.misses >= irttMisses {
+			ts.sess, ts.openAt, ts.backoff = nil, now, irttMinBackoff
+			p.cfg.Logf("reflector: %v: %d probes lost in a row: reopening the session", ts.t, irttMisses)
+		}
+	}
+	p.sample = Sample{Target: i, Addr: ts.t.Addr, Kind: sl.kind, Seq: sl.seq, Sent: sl.sent, Lost: true}
+	emit(&p.sample)
 }
 
 // drain reads socket s until it has nothing more.
