@@ -1,0 +1,71 @@
+package kernel
+
+import (
+	"fmt"
+
+	"sqm/internal/plan"
+)
+
+// ShaperCounters is what the autorate loop reads of one direction's tree
+// several times a second: the root qdisc's cumulative counters (what the
+// shaper sent, queues and dropped: htb and tbf add their leaves' backlog
+// and drops to their own), the ECN marks of every qdisc on the device
+// (they live in the leaves' xstats: fq_codel, cake), and cake's largest
+// per-tin average delay when the root is cake.
+type ShaperCounters struct {
+	Bytes        uint64
+	Backlog      uint32 // bytes queued
+	Drops, Marks uint64
+	CakeDelayUS  uint32 // 0: not cake, or an empty cake
+	Cake         bool
+}
+
+// LinkIndex returns the device's ifindex; the error wraps ErrNoLink if it
+// is missing.
+func (c *Conn) LinkIndex(iface string) (int, error) {
+	l, err := c.linkByName(iface)
+	if err != nil {
+		return 0, err
+	}
+	return l.Index, nil
+}
+
+// ShaperCounters reads the counters of the tree on ifindex into sc. It
+// dumps the qdiscs only: Status also dumps every class and filter (cake's
+// flows among the classes), which a loop reading twice per probe
+// interval cannot afford on a router.
+func (c *Conn) ShaperCounters(ifindex int, sc *ShaperCounters) error {
+	qs, err := c.dump(dumpQdiscs, ifindex, 0)
+	if err != nil {
+		return err
+	}
+	*sc = ShaperCounters{}
+	root := false
+	for i := range qs {
+		q := &qs[i]
+		switch q.Kind {
+		case "fq_codel":
+			if x := decodeFqCodelXStats(q.XStats); x != nil {
+				sc.Marks += uint64(x.ECNMark)
+			}
+		case "cake":
+			if x := decodeCakeXStats(q.XStats); x != nil {
+				for _, tin := range x.Tins {
+					sc.Marks += uint64(tin.ECNMarkedPackets)
+					if q.Parent == plan.HandleRoot && tin.AvgDelayUS > sc.CakeDelayUS {
+						sc.CakeDelayUS = tin.AvgDelayUS
+					}
+				}
+			}
+		}
+		if q.Parent == plan.HandleRoot {
+			root = true
+			sc.Bytes, sc.Backlog, sc.Drops = q.Stats.Bytes, q.Stats.BacklogBytes, uint64(q.Stats.Drops)
+			sc.Cake = q.Kind == "cake"
+		}
+	}
+	if !root {
+		return fmt.Errorf("shaper counters of ifindex %d: no root qdisc", ifindex)
+	}
+	return nil
+}
