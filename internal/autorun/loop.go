@@ -99,7 +99,7 @@ type Status struct {
 	// Decisions counts the controller's decisions by reason, per direction
 	// (index autorate.Reason).
 	Decisions   [2][MaxReasons]uint64
-	RateChanges uint64 // rate changes set on the shaper, both directions
+	RateChanges uint64 // rate changes set on the shaper, both directions (the start at the base rate is none)
 	SetErrors   uint64 // rate changes the kernel refused
 	Dropped     uint64 // samples dropped because the loop fell behind
 	Ticks       uint64
@@ -189,7 +189,8 @@ func New(cfg Config) (*Loop, error) {
 	l.status.Reflectors = make([]ReflectorStatus, len(cfg.Targets))
 	for d := range l.status.Dir {
 		dc := &cfg.Controller.Dir[d]
-		l.status.Dir[d] = DirStatus{Shaped: cfg.Shapers[d] != nil, BaseBits: dc.Base, MinBits: dc.Min, MaxBits: dc.Max, Target: dc.Target}
+		// The tree was built at the base rate: that is what runs.
+		l.status.Dir[d] = DirStatus{Shaped: cfg.Shapers[d] != nil, RateBits: dc.Base, BaseBits: dc.Base, MinBits: dc.Min, MaxBits: dc.Max, Target: dc.Target}
 	}
 	return l, nil
 }
@@ -282,7 +283,7 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	s.Dropped += dropped
 	for d := range s.Dir {
 		ds, cs := &s.Dir[d], &l.st.Dir[d]
-		if changed[d] {
+		if changed[d] && set[d] != ds.RateBits {
 			ds.RateBits = set[d]
 			s.RateChanges++
 		}

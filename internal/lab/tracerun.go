@@ -104,6 +104,7 @@ type TraceReport struct {
 	probeOff           time.Duration
 	probeDown, probeUp []owdRec
 	modemLog           []modemChange
+	t0                 time.Time // the trace's start
 }
 
 // TraceInfoPair is the trace of each direction.
@@ -245,6 +246,9 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		*[]*TraceInfo{&rep.Trace.Down, &rep.Trace.Up}[i] = info
 	}
 
+	if pq, ok := ctl.(interface{ prepareQueue(*config.Queue) }); ok {
+		pq.prepareQueue(q) // sqm's autorate: the plan carries the autorate ranges
+	}
 	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
 	p, undo, err := t.shape(q)
 	if err != nil {
@@ -343,6 +347,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	rep.Shaping.Status = t.status(t.router, devs...)
 	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds}
 	rep.probeOff, rep.probeDown, rep.probeUp = t0.Sub(prober.epoch), downRecs, upRecs
+	rep.t0 = t0
 	if err := rep.compute(&dirs, o, res, rep.probeOff, downRecs, upRecs, smp); err != nil {
 		return nil, err
 	}
