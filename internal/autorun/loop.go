@@ -65,6 +65,9 @@ type Config struct {
 	FallbackAfter time.Duration
 	// Logf gets one line per event worth a log line (not per tick).
 	Logf func(format string, args ...any)
+	// Debugf, if set, gets one line per rate change with the decision's
+	// reason and what it saw (a debug log, the lab's test).
+	Debugf func(format string, args ...any)
 	// BufferSize bounds the samples held between ticks (default 256).
 	BufferSize int
 }
@@ -104,8 +107,9 @@ type Status struct {
 	Dropped     uint64 // samples dropped because the loop fell behind
 	Ticks       uint64
 	// CPUSeconds is the kernel's accounting of the loop's and the
-	// prober's threads (see RunLocked); 0 until they report.
-	CPUSeconds float64
+	// prober's threads (see Run), LoopCPU and ProberCPU each's; 0 until
+	// Run returns.
+	CPUSeconds, LoopCPU, ProberCPU float64
 }
 
 // MaxReasons bounds autorate.Reason values counted in Decisions.
@@ -274,6 +278,14 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		l.replace(r)
 	}
 	l.ctl.Status(&l.st)
+	if l.cfg.Debugf != nil {
+		for d := range changed {
+			if cs := &l.st.Dir[d]; changed[d] {
+				l.cfg.Debugf("autorate %s: %s %d bit/s (%v): delay %v (fresh %v) achieved %d load %.2f queueing %v slope %.3f",
+					l.cfg.Name, autorate.Dir(d), set[d], cs.Reason, cs.Delay, cs.HaveDelay, cs.Achieved, cs.Load, cs.Queueing, cs.Slope)
+			}
+		}
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -424,7 +436,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				perr = errors.New("probes stopped")
 			}
 			l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
-			l.addCPU(r.cpu)
+			l.addCPU(r.cpu, false)
 			pdone = nil
 			running = false
 		case <-tk.C:
@@ -434,9 +446,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	cancel()
 	if pdone != nil {
 		r := <-pdone
-		l.addCPU(r.cpu)
+		l.addCPU(r.cpu, false)
 	}
-	l.addCPU(cpu())
+	l.addCPU(cpu(), true)
 	l.setStatus(func(s *Status) { s.Running = false })
 	if perr != nil {
 		return errors.New("autorate " + l.cfg.Name + ": " + perr.Error())
@@ -444,6 +456,13 @@ func (l *Loop) Run(ctx context.Context) error {
 	return nil
 }
 
-func (l *Loop) addCPU(s float64) {
-	l.setStatus(func(st *Status) { st.CPUSeconds += s })
+func (l *Loop) addCPU(s float64, loop bool) {
+	l.setStatus(func(st *Status) {
+		st.CPUSeconds += s
+		if loop {
+			st.LoopCPU += s
+		} else {
+			st.ProberCPU += s
+		}
+	})
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 
+	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
 
@@ -18,6 +19,11 @@ type ShaperCounters struct {
 	Drops, Marks uint64
 	CakeDelayUS  uint32 // 0: not cake, or an empty cake
 	Cake         bool
+	// RateBits is the root's configured rate (cake's bandwidth, tbf's
+	// rate), bits/s; 0 for htb, whose rates are its classes'. cake's
+	// capacity estimate in its statistics is not it: cake sets that at
+	// creation and a rate change in place leaves it.
+	RateBits uint64
 }
 
 // LinkIndex returns the device's ifindex; the error wraps ErrNoLink if it
@@ -62,10 +68,31 @@ func (c *Conn) ShaperCounters(ifindex int, sc *ShaperCounters) error {
 			root = true
 			sc.Bytes, sc.Backlog, sc.Drops = q.Stats.Bytes, q.Stats.BacklogBytes, uint64(q.Stats.Drops)
 			sc.Cake = q.Kind == "cake"
+			sc.RateBits = rootRate(q)
 		}
 	}
 	if !root {
 		return fmt.Errorf("shaper counters of ifindex %d: no root qdisc", ifindex)
 	}
 	return nil
+}
+
+// rootRate reads cake's TCA_CAKE_BASE_RATE64 (bytes/s) or tbf's rate
+// (TCA_TBF_RATE64, else the tc_ratespec in TCA_TBF_PARMS) in bits/s.
+func rootRate(q *object) uint64 {
+	ad := nlattr.NewDecoder(q.Options)
+	var rate uint64
+	for ad.Next() {
+		switch {
+		case q.Kind == "cake" && ad.Type() == tcaCakeBaseRate64:
+			return 8 * scalar(ad.Bytes())
+		case q.Kind == "tbf" && ad.Type() == 4: // TCA_TBF_RATE64
+			return 8 * scalar(ad.Bytes())
+		case q.Kind == "tbf" && ad.Type() == 1: // TCA_TBF_PARMS
+			if b := ad.Bytes(); len(b) >= 12 {
+				rate = 8 * uint64(u32At(b, 8))
+			}
+		}
+	}
+	return rate
 }

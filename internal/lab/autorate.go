@@ -31,6 +31,8 @@ type sqmAutorate struct {
 
 	mu      sync.Mutex
 	changes []rateChange // every rate set, for tests
+	debugf  func(format string, args ...any)
+	last    autorun.Status
 }
 
 // rateChange is one rate the loop set on the shaper.
@@ -88,7 +90,7 @@ func (a *sqmAutorate) Start(ctx context.Context, env ControlEnv) error {
 		}
 	}
 	a.loop, err = autorun.New(autorun.Config{Name: env.WAN, Controller: autorun.ControllerConfig(env.Plan.Autorate, slots),
-		Shapers: sh, Prober: a.prober, Targets: slots, Spares: spares})
+		Shapers: sh, Prober: a.prober, Targets: slots, Spares: spares, Debugf: a.debugf, Logf: a.debugf})
 	if err != nil {
 		a.prober.Close()
 		a.k.Close()
@@ -110,6 +112,7 @@ func (a *sqmAutorate) Stop() (ControlStats, error) {
 	a.k.Close()
 	var st autorun.Status
 	a.loop.Status(&st)
+	a.last = st
 	a.loop = nil
 	if err != nil {
 		return ControlStats{}, err
@@ -138,4 +141,32 @@ func (r *recordShaper) SetRate(bits uint64) (uint64, error) {
 		r.a.mu.Unlock()
 	}
 	return got, err
+}
+
+// rootRates reads the root qdiscs' configured rates on wan (up) and ifb
+// (down) in Mbit/s, 0 where the qdisc has none of its own (htb).
+func (t *topology) rootRates(wan, ifb string) (r [2]float64, ok bool) {
+	err := t.router.Do(func() error {
+		k, err := kernel.Open()
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		for d, dev := range [2]string{ifb, wan} {
+			if dev == "" {
+				continue
+			}
+			idx, err := k.LinkIndex(dev)
+			if err != nil {
+				return err
+			}
+			var sc kernel.ShaperCounters
+			if err := k.ShaperCounters(idx, &sc); err != nil {
+				return err
+			}
+			r[d] = float64(sc.RateBits) / 1e6
+		}
+		return nil
+	})
+	return r, err == nil
 }

@@ -54,6 +54,7 @@ func TestVMTraceAutorate(t *testing.T) {
 	o.Idle = 2 * time.Second
 	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
 	ctl := Autorate().(*sqmAutorate)
+	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
 	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
 	if err != nil {
 		t.Fatal(err)
@@ -80,11 +81,7 @@ func TestVMTraceAutorate(t *testing.T) {
 		}
 		return r
 	}
-	for _, c := range log {
-		if c.dir == autorate.Down {
-			t.Logf("download rate %6.3f Mbit/s at %6.2f s", float64(c.bits)/1e6, c.at.Sub(rep.t0).Seconds())
-		}
-	}
+	t.Logf("trace start at %.1fs of the test; controller CPU: loop %.2f s, prober %.2f s", rep.t0.Sub(start).Seconds(), ctl.last.LoopCPU, ctl.last.ProberCPU)
 	if rep.ModemLateMs > 50 {
 		t.Logf("note: the modem's schedule ran up to %.0f ms late: the VM was short of CPU (host load?)", rep.ModemLateMs)
 	}

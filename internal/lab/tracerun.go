@@ -504,8 +504,9 @@ func (f *follower) close() {
 }
 
 // rateSampler reads sqm's shaping rates from the kernel once a second:
-// cake's configured bandwidth on the WAN device (up) and the IFB (down);
-// other qdiscs report none, and the configured rate stands for them.
+// the root qdisc's configured rate (cake's bandwidth, tbf's rate) on the
+// WAN device (up) and the IFB (down); htb's is its classes', and the
+// configured rate stands for it.
 type rateSampler struct {
 	t        *topology
 	wan, ifb string
@@ -529,21 +530,13 @@ func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 			}
 		}
 		dn, up := float64(s.q.Download)/1000, float64(s.q.Upload)/1000
-		devs := []string{s.wan}
-		if s.ifb != "" {
-			devs = append(devs, s.ifb)
-		}
-		for _, st := range s.t.status(s.t.router, devs...) {
-			for _, qd := range st.Qdiscs {
-				if qd.Cake == nil || qd.Cake.CapacityEstimate == 0 {
-					continue
-				}
-				v := float64(qd.Cake.CapacityEstimate) * 8 / 1e6
-				if st.Device == s.wan {
-					up = v
-				} else {
-					dn = v
-				}
+		if r, ok := s.t.rootRates(s.wan, s.ifb); ok {
+			dn, up = r[0], r[1]
+			if r[0] == 0 {
+				dn = float64(s.q.Download) / 1000
+			}
+			if r[1] == 0 {
+				up = float64(s.q.Upload) / 1000
 			}
 		}
 		s.mu.Lock()
