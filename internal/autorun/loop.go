@@ -333,6 +333,17 @@ func (l *Loop) count(now time.Duration, dropped uint64) {
 // fallBack puts both directions at their base rate.
 func (l *Loop) fallBack(now time.Duration, why string) {
 	l.fallback = true
+	errs := l.base()
+	msg := why + "; shaping at the base rates"
+	if len(errs) > 0 {
+		msg += " (failed: " + errs[0] + ")"
+	}
+	l.cfg.Logf("autorate %s: %s", l.cfg.Name, msg)
+	l.setStatus(func(s *Status) { s.Fallback, s.Err = true, msg })
+}
+
+// base sets both directions' base rates; it returns what failed.
+func (l *Loop) base() []string {
 	var errs []string
 	for d, sh := range l.cfg.Shapers {
 		if sh == nil {
@@ -347,12 +358,7 @@ func (l *Loop) fallBack(now time.Duration, why string) {
 		l.status.Dir[d].RateBits = got
 		l.mu.Unlock()
 	}
-	msg := why + "; shaping at the base rates"
-	if len(errs) > 0 {
-		msg += " (failed: " + errs[0] + ")"
-	}
-	l.cfg.Logf("autorate %s: %s", l.cfg.Name, msg)
-	l.setStatus(func(s *Status) { s.Fallback, s.Err = true, msg })
+	return errs
 }
 
 // replace refills a slot the controller gave up on from the spares (of
@@ -401,7 +407,8 @@ func (l *Loop) Status(st *Status) {
 	st.Reflectors = refl
 }
 
-// Run ticks the loop every Interval and runs the prober until ctx ends;
+// Run ticks the loop every Interval and runs the prober until ctx ends,
+// then puts the base rates back (the tree as it was applied);
 // the loop's goroutine and the prober's each hold their OS thread, so
 // that the kernel's per-thread accounting (RUSAGE_THREAD) is the CPU
 // autorate costs, which Status.CPUSeconds reports when Run returns. A
@@ -444,6 +451,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}
 	cancel()
+	if perr == nil {
+		l.base() // stopped: leave the tree as it was applied
+	}
 	if pdone != nil {
 		r := <-pdone
 		l.addCPU(r.cpu, false)

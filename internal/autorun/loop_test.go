@@ -335,7 +335,8 @@ func TestRunProbesFail(t *testing.T) {
 	}
 }
 
-// Run ticks until ctx ends and reports the CPU of its threads.
+// Run ticks until ctx ends, puts the base rates back and reports the CPU
+// of its threads.
 func TestRunTicks(t *testing.T) {
 	r := newRig(t, true)
 	clock := new(time.Duration)
@@ -349,8 +350,8 @@ func TestRunTicks(t *testing.T) {
 	if st.Ticks < 2 || st.Running || st.CPUSeconds < 0 {
 		t.Errorf("ticks %d running %v cpu %v", st.Ticks, st.Running, st.CPUSeconds)
 	}
-	if len(r.down.sets) != 1 || r.down.sets[0] != 40e6 {
-		t.Errorf("download set %v, want the base once", r.down.sets)
+	if len(r.down.sets) != 2 || r.down.sets[0] != 40e6 || r.down.sets[1] != 40e6 {
+		t.Errorf("download set %v, want the base at the start and again at the end", r.down.sets)
 	}
 }
 
