@@ -208,7 +208,9 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 	k := newFake("eth0")
 	fs := &fakeStarter{k: k, runErr: errors.New("autorate eth0: probes failed: reflector: poll: EBADF")}
 	r := startDaemonWith(t, k, true, func(d *Daemon) { d.Autorate = fs.start; d.Svc.Plan = autoratePlan }, arQueue(10000))
-	eventually(t, "logged", func() bool { return strings.Contains(r.logs.String(), "autorate stopped; the queue keeps its base rates") })
+	eventually(t, "logged", func() bool {
+		return strings.Contains(r.logs.String(), "autorate stopped; the queue keeps its base rates")
+	})
 	eventually(t, "status says why", func() bool {
 		st, _ := r.svc.Store.Autorate("eth0")
 		return st != nil && st.Fallback && strings.Contains(st.Error, "EBADF")
