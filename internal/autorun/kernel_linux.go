@@ -21,6 +21,11 @@ type Kernel struct {
 	conn *kernel.Conn
 	base *plan.Plan
 	dirs [2]*kernelShaper
+	// One qdisc dump serves both directions' Read in a tick: the first
+	// Read dumps and marks the other's counters fresh, the other uses
+	// them.
+	sc    [2]kernel.ShaperCounters
+	fresh [2]bool
 }
 
 type kernelShaper struct {
@@ -28,9 +33,9 @@ type kernelShaper struct {
 	q       *config.Queue
 	env     plan.Env
 	ingress bool
+	dir     autorate.Dir
 	ifindex int
 	cur     *plan.Tree
-	sc      kernel.ShaperCounters
 }
 
 // NewKernel takes over conn for the queue q whose plan p runs (built at
@@ -56,7 +61,7 @@ func NewKernel(conn *kernel.Conn, q *config.Queue, p *plan.Plan, mtu int) (*Kern
 		if err != nil {
 			return nil, fmt.Errorf("autorun: %w", err)
 		}
-		k.dirs[d] = &kernelShaper{k: k, q: q, env: plan.Env{MTU: mtu}, ingress: d == int(autorate.Down), ifindex: idx, cur: dir.tree}
+		k.dirs[d] = &kernelShaper{k: k, q: q, env: plan.Env{MTU: mtu}, ingress: d == int(autorate.Down), dir: autorate.Dir(d), ifindex: idx, cur: dir.tree}
 	}
 	if k.dirs[0] == nil && k.dirs[1] == nil {
 		return nil, fmt.Errorf("autorun: queue %s shapes no direction autorate may change", q.Name)
@@ -120,14 +125,27 @@ func (k *Kernel) Rates() [2]uint64 {
 func (k *Kernel) Close() error { return k.conn.Close() }
 
 func (s *kernelShaper) Read(sh *autorate.Shaper) error {
-	s.k.mu.Lock()
-	err := s.k.conn.ShaperCounters(s.ifindex, &s.sc)
-	s.k.mu.Unlock()
-	if err != nil {
-		return err
+	k := s.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.fresh[s.dir] {
+		var idx [2]int
+		for d, ks := range k.dirs {
+			if ks != nil {
+				idx[d] = ks.ifindex
+			}
+		}
+		if err := k.conn.ShaperCounters(idx, &k.sc); err != nil {
+			return err
+		}
+		for d, ks := range k.dirs {
+			k.fresh[d] = ks != nil
+		}
 	}
-	*sh = autorate.Shaper{Bytes: s.sc.Bytes, HaveQueue: true, Backlog: s.sc.Backlog, Drops: s.sc.Drops, Marks: s.sc.Marks,
-		Delay: time.Duration(s.sc.CakeDelayUS) * time.Microsecond}
+	k.fresh[s.dir] = false
+	sc := &k.sc[s.dir]
+	*sh = autorate.Shaper{Bytes: sc.Bytes, HaveQueue: true, Backlog: sc.Backlog, Drops: sc.Drops, Marks: sc.Marks,
+		Delay: time.Duration(sc.CakeDelayUS) * time.Microsecond}
 	return nil
 }
 

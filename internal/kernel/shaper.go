@@ -1,8 +1,12 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/netlink"
 	"sqm/internal/nlattr"
 	"sqm/internal/plan"
 )
@@ -36,45 +40,67 @@ func (c *Conn) LinkIndex(iface string) (int, error) {
 	return l.Index, nil
 }
 
-// ShaperCounters reads the counters of the tree on ifindex into sc. It
-// dumps the qdiscs only: Status also dumps every class and filter (cake's
-// flows among the classes), which a loop reading twice per probe
-// interval cannot afford on a router.
-func (c *Conn) ShaperCounters(ifindex int, sc *ShaperCounters) error {
-	qs, err := c.dump(dumpQdiscs, ifindex, 0)
-	if err != nil {
-		return err
+// ShaperCounters reads the counters of the trees on ifindex[0] and
+// ifindex[1] (0: none) into sc, from one dump of the qdiscs: the kernel
+// dumps every device's qdiscs whatever the request names, so two devices
+// cost what one does. Status also dumps every class and filter (cake's
+// flows among the classes), which a loop reading each probe interval
+// cannot afford on a router.
+func (c *Conn) ShaperCounters(ifindex [2]int, sc *[2]ShaperCounters) error {
+	req := make([]byte, tcmsgLen)
+	req[0] = unix.AF_UNSPEC
+	msgs, err := c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
+	for i := 1; i < dumpTries && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
+		msgs, err = c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
 	}
-	*sc = ShaperCounters{}
-	root := false
-	for i := range qs {
-		q := &qs[i]
-		switch q.Kind {
-		case "fq_codel":
-			if x := decodeFqCodelXStats(q.XStats); x != nil {
-				sc.Marks += uint64(x.ECNMark)
+	if err != nil {
+		return explain("dump qdiscs", err, "")
+	}
+	*sc = [2]ShaperCounters{}
+	var root [2]bool
+	for _, m := range msgs {
+		q, err := decodeObject(m.Data)
+		if err != nil {
+			return fmt.Errorf("shaper counters: %w", err)
+		}
+		for i := range ifindex {
+			if ifindex[i] != 0 && q.Ifindex == ifindex[i] {
+				root[i] = sc[i].add(&q) || root[i]
 			}
-		case "cake":
-			if x := decodeCakeXStats(q.XStats); x != nil {
-				for _, tin := range x.Tins {
-					sc.Marks += uint64(tin.ECNMarkedPackets)
-					if q.Parent == plan.HandleRoot && tin.AvgDelayUS > sc.CakeDelayUS {
-						sc.CakeDelayUS = tin.AvgDelayUS
-					}
+		}
+	}
+	for i := range ifindex {
+		if ifindex[i] != 0 && !root[i] {
+			return fmt.Errorf("shaper counters of ifindex %d: no root qdisc: %w", ifindex[i], ErrNoLink)
+		}
+	}
+	return nil
+}
+
+// add counts one qdisc of the device; it reports whether it was the root.
+func (sc *ShaperCounters) add(q *object) bool {
+	switch q.Kind {
+	case "fq_codel":
+		if x := decodeFqCodelXStats(q.XStats); x != nil {
+			sc.Marks += uint64(x.ECNMark)
+		}
+	case "cake":
+		if x := decodeCakeXStats(q.XStats); x != nil {
+			for _, tin := range x.Tins {
+				sc.Marks += uint64(tin.ECNMarkedPackets)
+				if q.Parent == plan.HandleRoot && tin.AvgDelayUS > sc.CakeDelayUS {
+					sc.CakeDelayUS = tin.AvgDelayUS
 				}
 			}
 		}
-		if q.Parent == plan.HandleRoot {
-			root = true
-			sc.Bytes, sc.Backlog, sc.Drops = q.Stats.Bytes, q.Stats.BacklogBytes, uint64(q.Stats.Drops)
-			sc.Cake = q.Kind == "cake"
-			sc.RateBits = rootRate(q)
-		}
 	}
-	if !root {
-		return fmt.Errorf("shaper counters of ifindex %d: no root qdisc", ifindex)
+	if q.Parent != plan.HandleRoot {
+		return false
 	}
-	return nil
+	sc.Bytes, sc.Backlog, sc.Drops = q.Stats.Bytes, q.Stats.BacklogBytes, uint64(q.Stats.Drops)
+	sc.Cake = q.Kind == "cake"
+	sc.RateBits = rootRate(q)
+	return true
 }
 
 // rootRate reads cake's TCA_CAKE_BASE_RATE64 (bytes/s) or tbf's rate

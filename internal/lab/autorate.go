@@ -32,6 +32,9 @@ type sqmAutorate struct {
 	mu      sync.Mutex
 	changes []rateChange // every rate set, for tests
 	debugf  func(format string, args ...any)
+	// queue, if set, edits the lab's queue after autorate is turned on
+	// (a test's autorate options).
+	queue func(*config.Queue)
 	last    autorun.Status
 }
 
@@ -47,7 +50,12 @@ func (a *sqmAutorate) Name() string { return "sqm-autorate" }
 // prepareQueue turns autorate on for the lab's queue (RunTrace calls it
 // before shaping), leaving a config file's own autorate options as they
 // are: the ranges default to config's (base/4 .. 2 x base).
-func (a *sqmAutorate) prepareQueue(q *config.Queue) { q.Autorate.Enabled = true }
+func (a *sqmAutorate) prepareQueue(q *config.Queue) {
+	q.Autorate.Enabled = true
+	if a.queue != nil {
+		a.queue(q)
+	}
+}
 
 func (a *sqmAutorate) Start(ctx context.Context, env ControlEnv) error {
 	if env.Plan.Autorate == nil {
@@ -152,19 +160,21 @@ func (t *topology) rootRates(wan, ifb string) (r [2]float64, ok bool) {
 			return err
 		}
 		defer k.Close()
+		var idx [2]int
 		for d, dev := range [2]string{ifb, wan} {
 			if dev == "" {
 				continue
 			}
-			idx, err := k.LinkIndex(dev)
-			if err != nil {
+			if idx[d], err = k.LinkIndex(dev); err != nil {
 				return err
 			}
-			var sc kernel.ShaperCounters
-			if err := k.ShaperCounters(idx, &sc); err != nil {
-				return err
-			}
-			r[d] = float64(sc.RateBits) / 1e6
+		}
+		var sc [2]kernel.ShaperCounters
+		if err := k.ShaperCounters(idx, &sc); err != nil {
+			return err
+		}
+		for d := range sc {
+			r[d] = float64(sc[d].RateBits) / 1e6
 		}
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sqm/internal/autorate"
+	"sqm/internal/config"
 	"sqm/internal/testutil"
 	"sqm/internal/trace"
 )
@@ -15,8 +16,8 @@ import (
 // process) on testdata's autorate-step-8-2-8.steps: the download's
 // capacity 8 -> 2 Mbit/s at 8 s and back to 8 at 16 s (24 s; the upload a
 // fixed 2 Mbit/s), rrul loading both directions, sqm shaping cake from
-// 90 % of the line (7.2 / 1.8 Mbit/s) between config's default bounds
-// (base/4 .. 2 x base). The controller probes the lab's server (its sqm
+// 90 % of the line (7.2 / 1.8 Mbit/s), the download between config's
+// default bounds (base/4 .. 2 x base), the upload fixed. The controller probes the lab's server (its sqm
 // server's echo, ICMP timestamps) through the emulated modem; the
 // ground-truth probes are the lab's own.
 //
@@ -54,6 +55,10 @@ func TestVMTraceAutorate(t *testing.T) {
 	o.Idle = 2 * time.Second
 	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
 	ctl := Autorate().(*sqmAutorate)
+	// The upload has no trace: its capacity is the line's fixed 2 Mbit/s
+	// and its autorate range is its base rate alone, so this test is the
+	// download's step.
+	ctl.queue = func(q *config.Queue) { q.Autorate.UploadMin, q.Autorate.UploadMax = q.Upload, q.Upload }
 	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
 	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
 	if err != nil {
