@@ -398,6 +398,13 @@ func (l *Loop) setStatus(f func(*Status)) {
 	l.mu.Unlock()
 }
 
+// Changes is Status().RateChanges without the copy.
+func (l *Loop) Changes() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status.RateChanges
+}
+
 // Status copies the loop's status into st (reusing st.Reflectors).
 func (l *Loop) Status(st *Status) {
 	l.mu.Lock()

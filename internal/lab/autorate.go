@@ -1,3 +1,5 @@
+//go:build !sqm_noautorate
+
 package lab
 
 import (
@@ -35,7 +37,7 @@ type sqmAutorate struct {
 	// queue, if set, edits the lab's queue after autorate is turned on
 	// (a test's autorate options).
 	queue func(*config.Queue)
-	last    autorun.Status
+	last  autorun.Status
 }
 
 // rateChange is one rate the loop set on the shaper.

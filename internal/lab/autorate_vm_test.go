@@ -1,3 +1,5 @@
+//go:build !sqm_noautorate
+
 package lab
 
 import (

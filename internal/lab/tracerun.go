@@ -692,8 +692,9 @@ func pad(v []float64, n int) []float64 {
 }
 
 // Autorate, when set, makes sqm's autorate controller for `sqm lab
-// --autorate`; nil means it is not built into the lab (yet), and the flag
-// is refused rather than run with something else.
+// --autorate` (autorate.go); nil in a build without it (-tags
+// sqm_noautorate), where the flag is refused rather than run with
+// something else.
 var Autorate func() Controller
 
 // WriteText prints what a trace run measured.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"sqm/internal/config"
 	"sqm/internal/json"
 	"sqm/internal/logger"
 	"sqm/internal/plan"
@@ -33,6 +34,9 @@ type AutorateRunner interface {
 	Hold(f func(running *plan.Plan) error) error
 	// Status is the loop's state for `sqm status` and the metrics.
 	Status() AutorateStatus
+	// Changes counts the rate changes so far (cheap: polled to write
+	// the status file as soon as a rate changed).
+	Changes() uint64
 	// Close releases the loop's sockets after Run returned.
 	Close() error
 }
@@ -227,8 +231,13 @@ func (a *autorates) launch(st *State) {
 	run.cancel = cancel
 	go func() {
 		defer close(run.done)
-		tk := time.NewTicker(time.Second)
+		// The status file is written once a second, and within 100 ms
+		// of a rate change, so that `sqm status` compares the kernel's
+		// tree with the rates that run (AutorateDrift).
+		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
+		var seen uint64
+		var last time.Time
 		errc := make(chan error, 1)
 		go func() { errc <- run.r.Run(ctx) }()
 		write := func() {
@@ -243,8 +252,11 @@ func (a *autorates) launch(st *State) {
 		}
 		for {
 			select {
-			case <-tk.C:
-				write()
+			case now := <-tk.C:
+				if n := run.r.Changes(); n != seen || now.Sub(last) >= time.Second {
+					seen, last = n, now
+					write()
+				}
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
 					run.err = err.Error() + "; shaping at the base rates"
@@ -346,4 +358,60 @@ func (k autorateKernel) Apply(p *plan.Plan, prev *Owned, opts ApplyOptions) (*Re
 func (k autorateKernel) Remove(o *Owned) error {
 	k.a.stopIface(o.Interface)
 	return k.Kernel.Remove(o)
+}
+
+// AutorateDrift is Drift for a queue the daemon autorates (ar its status
+// file): the kernel's tree is compared with the plan at the rates ar says
+// run. A rate may change between the file's write and the comparison, so
+// a difference is checked again with the file read anew (reread), up to
+// three times, before it is reported.
+func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatus, reread func() *AutorateStatus) string {
+	diff := ""
+	for try := 0; try < 3 && ar != nil; try++ {
+		mtu, err := k.LinkMTU(st.Interface)
+		if err != nil {
+			return err.Error()
+		}
+		p, err := planner(&st.Queue, mtu)
+		if err != nil {
+			return "cannot rebuild the applied plan: " + err.Error()
+		}
+		if err := rerated(p, &st.Queue, mtu, ar); err != nil {
+			return err.Error()
+		}
+		ok, d, err := k.Matches(p)
+		switch {
+		case err != nil:
+			return err.Error()
+		case ok:
+			return ""
+		}
+		diff = d
+		ar = reread()
+	}
+	if ar == nil {
+		return Drift(k, planner, st)
+	}
+	return diff
+}
+
+// rerated puts p's trees at the rates ar reports (plan.Rerate).
+func rerated(p *plan.Plan, q *config.Queue, mtu int, ar *AutorateStatus) error {
+	if d := ar.Upload; d != nil && p.Egress != nil && d.RateKbit != p.Egress.RateKbit {
+		t, err := plan.Rerate(q, plan.Env{MTU: mtu}, false, d.RateKbit)
+		if err != nil {
+			return err
+		}
+		p.Egress = t
+	}
+	if d := ar.Download; d != nil && p.Ingress != nil && p.Ingress.Shaper != nil && d.RateKbit != p.Ingress.Shaper.RateKbit {
+		t, err := plan.Rerate(q, plan.Env{MTU: mtu}, true, d.RateKbit)
+		if err != nil {
+			return err
+		}
+		in := *p.Ingress
+		in.Shaper = t
+		p.Ingress = &in
+	}
+	return nil
 }

@@ -69,6 +69,8 @@ func (r *autorunRunner) Run(ctx context.Context) error { return r.loop.Run(ctx) 
 
 func (r *autorunRunner) Hold(f func(*plan.Plan) error) error { return r.k.Hold(f) }
 
+func (r *autorunRunner) Changes() uint64 { return r.loop.Changes() }
+
 func (r *autorunRunner) Close() error {
 	r.prober.Close()
 	return r.k.Close()

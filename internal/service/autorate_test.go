@@ -80,6 +80,12 @@ func (r *fakeRunner) Status() AutorateStatus {
 	return AutorateStatus{Running: true, Upload: &AutorateDir{RateKbit: r.rate, Reason: "increase", LastChange: "increase"}, Reflectors: []AutorateReflector{}}
 }
 
+func (r *fakeRunner) Changes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rate
+}
+
 func (r *fakeRunner) Close() error {
 	r.mu.Lock()
 	r.closed = true
