@@ -18,8 +18,10 @@ import (
 // process) on testdata's autorate-step-8-2-8.steps: the download's
 // capacity 8 -> 2 Mbit/s at 8 s and back to 8 at 16 s (24 s; the upload a
 // fixed 2 Mbit/s), rrul loading both directions, sqm shaping cake from
-// 90 % of the line (7.2 / 1.8 Mbit/s), the download between config's
-// default bounds (base/4 .. 2 x base), the upload fixed. The controller probes the lab's server (its sqm
+// 90 % of the line (7.2 / 1.8 Mbit/s), the download from 1 Mbit/s (half
+// the low step: config's default minimum, base/4 = 1.8 Mbit/s, is 90 % of
+// it, too close to drain the modem's queue) to 2 x base, the upload
+// fixed, the delay target the default 15 ms. The controller probes the lab's server (its sqm
 // server's echo, ICMP timestamps) through the emulated modem; the
 // ground-truth probes are the lab's own.
 //
@@ -43,13 +45,6 @@ import (
 //     what fixed shaping gives here (the 1000-packet FIFO full at 2
 //     Mbit/s: seconds).
 //
-// vmTarget is the delay target in the VM: the emulated CPU under the
-// rrul load adds its own noise to every one-way delay (the ground truth
-// reads 7-25 ms medians per second with the rate below capacity, where
-// nothing queues, and the default 15 ms target then cuts on noise: two
-// runs at 15 ms sat at the minimum rate after the first second).
-const vmTarget = 40 * time.Millisecond
-
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
 	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")
@@ -70,7 +65,7 @@ func TestVMTraceAutorate(t *testing.T) {
 	// download's step.
 	ctl.queue = func(q *config.Queue) {
 		q.Autorate.UploadMin, q.Autorate.UploadMax = q.Upload, q.Upload
-		q.Autorate.Target = vmTarget
+		q.Autorate.DownloadMin = 1000
 	}
 	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
 	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
