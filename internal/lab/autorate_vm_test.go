@@ -44,7 +44,6 @@ import (
 //     so p95 lands at the episode's tail or in steady state, well under
 //     what fixed shaping gives here (the 1000-packet FIFO full at 2
 //     Mbit/s: seconds).
-//
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
 	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")

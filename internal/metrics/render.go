@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"sync"
 
 	"sqm/internal/kernel"
