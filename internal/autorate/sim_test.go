@@ -52,7 +52,6 @@ type simDir struct {
 	delivered  float64 // bytes out of the modem
 	drops      uint64
 	backlog    bool
-	lastDemand float64
 	lastIn     float64 // bits/s into the FIFO in the last step
 }
 
@@ -69,7 +68,6 @@ func (s *simDir) step(t time.Duration, rate float64) {
 	dt := simStep.Seconds()
 	c := s.capacity(t)
 	d := s.demand(t)
-	s.lastDemand = d
 	in := math.Min(d, rate) * dt / 8
 	s.lastIn = in * 8 / dt
 	if s.modemLast {

@@ -217,6 +217,7 @@ type client struct {
 	mu       sync.Mutex
 	streams  []*stream
 	ticks    []time.Duration
+	at       []time.Duration // when each tick was really taken
 	down, up []float64
 }
 
@@ -665,6 +666,7 @@ func (c *client) sample(ctx context.Context) {
 	step := c.o.Interval
 	c.mu.Lock()
 	c.ticks = append(c.ticks, 0)
+	c.at = append(c.at, 0)
 	c.down = append(c.down, 0)
 	c.up = append(c.up, 0)
 	c.mu.Unlock()
@@ -697,6 +699,7 @@ func (c *client) sample(ctx context.Context) {
 		}
 		c.mu.Lock()
 		c.ticks = append(c.ticks, due)
+		c.at = append(c.at, now)
 		c.down = append(c.down, down)
 		c.up = append(c.up, up)
 		for i, st := range streams {
@@ -750,6 +753,9 @@ func (c *client) result(plan []plannedPhase) *Result {
 	}
 	for i, t := range c.ticks {
 		r.Series.TS = append(r.Series.TS, t.Seconds())
+		if i < len(c.at) {
+			r.Series.AtS = append(r.Series.AtS, c.at[i].Seconds())
+		}
 		r.Series.DownloadMbps = append(r.Series.DownloadMbps, c.down[i])
 		r.Series.UploadMbps = append(r.Series.UploadMbps, c.up[i])
 	}

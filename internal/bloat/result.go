@@ -147,6 +147,12 @@ type Series struct {
 	TS           []float64 `json:"t_s"`
 	DownloadMbps []float64 `json:"download_mbps"`
 	UploadMbps   []float64 `json:"upload_mbps"`
+	// AtS is when each sample was really taken (TS is when it was due):
+	// value i is the mean over (AtS[i-1], AtS[i]]. On a busy machine (an
+	// emulated VM on a loaded host) samples run late and then bunch up,
+	// so the bits of sample i are its value times that span, not times
+	// the step.
+	AtS []float64 `json:"at_s,omitempty"`
 }
 
 // Sample is one latency probe.

@@ -253,17 +253,30 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		case "plot":
 			plot = f.Value.String()
 			inner = append(inner, "--plot="+vm.GuestOutDir+"/plot")
-		case "config", "trace-down", "trace-up":
-			inner = append(inner, "--"+f.Name+"="+vm.GuestOutDir+"/"+f.Name)
+		case "config":
+			inner = append(inner, "--config="+vm.GuestOutDir+"/config")
+		case "trace-down", "trace-up":
+			// in a directory of its own, under its own name, which the
+			// report gives as the trace's file
+			inner = append(inner, "--"+f.Name+"="+vm.GuestOutDir+"/"+f.Name+"/"+filepath.Base(f.Value.String()))
 		default:
 			inner = append(inner, "--"+f.Name+"="+f.Value.String())
 		}
 	})
 	for _, name := range []string{"config", "trace-down", "trace-up"} {
-		if f := fs.Lookup(name).Value.String(); f != "" {
-			if err := copyFile(f, filepath.Join(share, name), 0o644); err != nil {
-				return fmt.Errorf("lab --vm: copy --%s into the VM share: %w", name, err)
+		f := fs.Lookup(name).Value.String()
+		if f == "" {
+			continue
+		}
+		to := filepath.Join(share, name)
+		if name != "config" {
+			if err := os.Mkdir(to, 0o755); err != nil {
+				return fmt.Errorf("lab --vm: %w", err)
 			}
+			to = filepath.Join(to, filepath.Base(f))
+		}
+		if err := copyFile(f, to, 0o644); err != nil {
+			return fmt.Errorf("lab --vm: copy --%s into the VM share: %w", name, err)
 		}
 	}
 	d := fs.Lookup("duration").Value.(flag.Getter).Get().(time.Duration)

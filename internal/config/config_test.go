@@ -545,6 +545,10 @@ func FuzzParse(f *testing.F) {
 		f.Add("config queue 'q'\n\toption " + opt + "\n")
 	}
 	f.Add("config queue 'old'\n\toption enabled '0'\n\toption script 'hfsc_lite.qos'\nconfig queue 'b'\n\toption enabled '1'\n\toption interface 'eth1'\n\toption download 'x'\nconfig queue\n\toption enabled '1'\n\toption interface 'eth0'\n\toption script 'simple'\n\toption ilimit '0'\n")
+	for _, opt := range []string{"autorate_target '0.5'", "autorate_target '1e3'", "autorate_target '1000.0001'", "autorate_reflector '[::1]:1 a.b:65535 ::ffff:1.2.3.4'",
+		"autorate_reflector '1::2::3'", "autorate_upload_min '99999999999999999999'", "autorate_probe 'both'"} {
+		f.Add("config queue 'q'\n\toption enabled 1\n\toption interface eth0\n\toption script simple\n\toption autorate 1\n\toption " + opt + "\n")
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		file, err := Parse("fuzz", strings.NewReader(in))
 		if file == nil {
@@ -588,6 +592,16 @@ func FuzzParse(f *testing.F) {
 				"tcTSIZE": int64(q.StabTSize), "tcMPU": int64(q.StabMPU)} {
 				if msg := rangeMsg(option, n); msg != "" {
 					t.Fatalf("queue %q passed Parse with %s", q.Name, msg)
+				}
+			}
+			if q.Enabled && q.Autorate.Enabled {
+				for _, ingress := range []bool{false, true} {
+					if r := q.AutorateRange(ingress); r.Base != 0 && !(MinRateKbit <= r.Min && r.Min <= r.Base && r.Base <= r.Max && r.Max <= MaxKbit) {
+						t.Fatalf("queue %q passed Parse with autorate rates %+v", q.Name, r)
+					}
+				}
+				if d := q.AutorateTargetOrDefault(); d < AutorateMinTarget || d > AutorateMaxTarget {
+					t.Fatalf("queue %q passed Parse with autorate target %v", q.Name, d)
 				}
 			}
 			if q.Download > MaxKbit || q.Upload > MaxKbit || q.ITarget.Value > MaxTarget || q.ETarget.Value > MaxTarget {

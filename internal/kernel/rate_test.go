@@ -380,3 +380,32 @@ func BenchmarkRerate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVMSetRateCake: one cake bandwidth change (down and back up per
+// iteration, so two requests), on the VM kernel (the host has no cake).
+// Under TCG the time says little; the allocations are the real ones.
+func BenchmarkVMSetRateCake(b *testing.B) {
+	testutil.RequireVM(b)
+	_, c := setupNS(b)
+	q := queue("piece_of_cake", "cake")
+	q.Download = 0
+	p := build(b, q)
+	res, err := c.Apply(p, nil, ApplyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lo, err := plan.Rerate(q, plan.Env{MTU: 1500}, false, 5000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.SetRate(res.Owned.Ifindex, p.Egress, lo); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.SetRate(res.Owned.Ifindex, lo, p.Egress); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,26 +13,36 @@ import (
 )
 
 // TestVMTraceFollow runs the lab's modem on testdata's vm-follow.steps
-// (down: 8 -> 2 -> 8 Mbit/s, a 2 s stall at 11 s, 8 again; 16 s; up a
+// (down: 8 -> 2 -> 8 Mbit/s, a 2 s stall at 11 s, 8 again; 18 s; up a
 // fixed 2 Mbit/s) with sqm shaping far above it (20 Mbit/s), so the modem
-// is the bottleneck and its FIFO (300 packets here) stays full under the
-// four download streams: goodput must then be the trace's capacity less
-// the framing. The rates are low so that the emulated VM has CPU to spare.
+// is the bottleneck and its FIFO stays full under the four download
+// streams: goodput must then be the trace's capacity less the framing.
+// The rates are low so that the emulated VM has CPU to spare, and the FIFO
+// is 100 packets (600 ms at 2 Mbit/s): with 300 (1.8 s) the streams'
+// losses in that queue ended in retransmission timeouts of seconds, which
+// left the 2 Mbit/s step idle for parts of seconds with the modem on time
+// (TCP's doing, measured: 0.97..2.21 Mbit/s per second).
 //
 // The bound, per step: over the whole seconds of a step from 1 s after
-// its change (the first step is TCP's slow start into a 1000-packet FIFO,
-// which overshoots and loses a window: the load's business, not the
-// modem's; it is not judged), mean goodput is 85 % .. 103 % of capacity
+// its change, or a stall's length after a stall (TCP's retransmission
+// timer backs off during a stall, so the senders come back up to that
+// long after it, while the FIFO's packets leave at once; a run measured
+// 2.3 and 1.3 Mbit/s in the two seconds after the stall, another 7.2 and
+// 7.4), mean goodput is 85 % .. 103 % of capacity
 // times the framing's efficiency (1448/1514), and each of those seconds
-// 70 % .. 110 %. Above: tbf refills its 5 ms bucket only at changes, so
+// 70 % .. 130 %. The first step is not judged: it is TCP's slow start
+// into the FIFO, which overshoots and loses a window (the load's
+// business, not the modem's). Above: tbf refills its 5 ms bucket only at changes, so
 // nothing passes more than the rate; the per-second slack is the tester's
-// samples, which are the client's reads: the VM's emulated CPU runs them
-// (and the modem's own schedule, see modem_late_ms) up to a few hundred ms
-// late under host load, shifting bytes between neighbouring seconds, and
-// the step mean takes that back out. Below: a modem that did not follow
+// samples, which are the client's reads: a sample taken L late moves L's
+// share of a second's bytes into the next second, and the VM's emulated
+// CPU runs them (and the modem's own schedule, see modem_late_ms) 100 to
+// 300 ms late on a loaded host (a run with the modem at most 122 ms late
+// read 1.55 then 2.16 Mbit/s in a 2 Mbit/s step whose mean was 98 %); the
+// step mean takes that back out. Below: a modem that did not follow
 // lands far outside (a rate left at 2 Mbit/s after the step up gives
 // 25 %, one left at 8 in the 2 Mbit/s step 400 %; netem's enqueue-time
-// rate would keep the old rate for a FIFO's length, 1.8 s at 2 Mbit/s).
+// rate would keep the old rate for a FIFO's length, 600 ms at 2 Mbit/s).
 //
 // The stall must be a stall: the down modem's tbf sends at most one
 // packet between the change into it and the change out of it (the
@@ -52,7 +62,7 @@ func TestVMTraceFollow(t *testing.T) {
 	start := time.Now()
 	o := DefaultOptions()
 	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
-	o.Link.Buffer = 300
+	o.Link.Buffer = 100
 	o.Duration = tr.Length
 	o.Idle = 2 * time.Second
 	o.Shaping.DownBits, o.Shaping.UpBits = 20_000_000, 1_800_000
@@ -77,6 +87,9 @@ func TestVMTraceFollow(t *testing.T) {
 	checked := 0
 	for i, st := range steps[1:] {
 		from := int(st.Start.Seconds()) + 1
+		if steps[i].Bits == 0 { // after a stall: its length
+			from = int(st.Start.Seconds()) + int((st.Start - steps[i].Start).Seconds())
+		}
 		to := int(tr.Length.Seconds())
 		if i+2 < len(steps) {
 			to = int(steps[i+2].Start.Seconds())
@@ -89,8 +102,8 @@ func TestVMTraceFollow(t *testing.T) {
 		for k := from; k < to; k++ {
 			checked++
 			sum += s.GoodputDownMbps[k]
-			if r := s.GoodputDownMbps[k] / (c * eff); r < 0.70 || r > 1.10 {
-				t.Errorf("second %d: goodput %.2f Mbit/s is %.0f%% of the trace's %.1f Mbit/s less framing, want 70..110%%", k, s.GoodputDownMbps[k], 100*r, c)
+			if r := s.GoodputDownMbps[k] / (c * eff); r < 0.70 || r > 1.30 {
+				t.Errorf("second %d: goodput %.2f Mbit/s is %.0f%% of the trace's %.1f Mbit/s less framing, want 70..130%%", k, s.GoodputDownMbps[k], 100*r, c)
 			}
 		}
 		mean := sum / float64(to-from)
@@ -110,11 +123,10 @@ func TestVMTraceFollow(t *testing.T) {
 	var inside float64
 	n := 0
 	t0 := rep.loadT0(rep.Load)
-	step := rep.Load.StepS
-	for i, ts := range rep.Load.Series.TS {
-		from, to := ts-step-t0, ts-t0
-		if from >= stall0+0.1 && to <= stall1 {
-			inside += rep.Load.Series.DownloadMbps[i] * step * 1e6 / 8
+	for i := range rep.Load.Series.TS {
+		from, to := sampleSpan(rep.Load, i)
+		if from-t0 >= stall0+0.1 && to-t0 <= stall1 {
+			inside += rep.Load.Series.DownloadMbps[i] * (to - from) * 1e6 / 8
 			n++
 		}
 	}
@@ -137,7 +149,7 @@ func TestVMTraceFollow(t *testing.T) {
 	}
 	if into == nil || out == nil {
 		t.Errorf("modem log %+v has no change into and out of the stall", rep.modemLog)
-	} else if n := out.sentPkts - into.sentPkts; n > 1 {
+	} else if n := out.sentBefore - into.sentAfter; n > 1 {
 		t.Errorf("the down modem sent %d packets during the stall (%v..%v), want at most 1 (its full bucket at the change)", n, into.at, out.at)
 	} else {
 		t.Logf("the down modem sent %d packet(s) during the stall", n)

@@ -162,8 +162,8 @@ type Percentiles struct {
 // TraceSeries is the run second by second from the trace's start, for
 // plots: capacity (the trace's mean in that second), sqm's shaping rate
 // as the kernel reported it, goodput, and the induced one-way delay of
-// the probes sent in that second (median and max; -1 when none of them
-// arrived).
+// the probes sent in that second (median and max; 0 when none of them
+// arrived, which Probes* says: the number that did).
 type TraceSeries struct {
 	TS               []float64 `json:"t_s"`
 	CapacityDownMbps []float64 `json:"capacity_down_mbps"`
@@ -176,6 +176,8 @@ type TraceSeries struct {
 	InducedUpMs      []float64 `json:"induced_up_ms"`
 	InducedDownMaxMs []float64 `json:"induced_down_max_ms"`
 	InducedUpMaxMs   []float64 `json:"induced_up_max_ms"`
+	ProbesDown       []int     `json:"probes_down"`
+	ProbesUp         []int     `json:"probes_up"`
 }
 
 // traceDirs is the per-direction state of a trace run; index 0 is down.
@@ -417,14 +419,15 @@ type follower struct {
 }
 
 // modemChange is one rate change of a trace modem, with the packets its
-// tbf had sent just before: the difference between two changes is what
-// crossed the modem in between, the kernel's count (a stall's must be at
-// most the one packet its full bucket lets go).
+// tbf had sent just before it and just after it: after one change and
+// before the next is what crossed the modem at that rate, the kernel's
+// count (a stall's must be at most the one packet its full bucket lets
+// go).
 type modemChange struct {
-	dir      int // 0 down, 1 up
-	at       time.Duration
-	bits     uint64
-	sentPkts uint32
+	dir                   int // 0 down, 1 up
+	at                    time.Duration
+	bits                  uint64
+	sentBefore, sentAfter uint32
 }
 
 // sent reads the packets the tbf of tm has sent (0 if it cannot be read).
@@ -478,11 +481,13 @@ func (f *follower) run(ctx context.Context, t0 time.Time) {
 			if d.tm == nil || d.tm.m.RateBits == d.rates[k] {
 				continue
 			}
-			f.log = append(f.log, modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentPkts: f.sent(d.tm)})
+			c := modemChange{dir: i, at: time.Duration(k) * f.interval, bits: d.rates[k], sentBefore: f.sent(d.tm)}
 			if err := d.tm.setRate(f.conn, d.rates[k]); err != nil {
 				f.err = fmt.Errorf("lab: %w", err)
 				return
 			}
+			c.sentAfter = f.sent(d.tm)
+			f.log = append(f.log, c)
 			f.changes++
 		}
 	}
@@ -578,19 +583,16 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 	for k := range s.TS {
 		s.TS[k] = float64(k)
 	}
-	// Goodput: each tick of the tester's series covers the step before
-	// it; it counts in the second its middle falls in.
+	// Goodput: each sample of the tester's series is the mean over the
+	// span since the previous one, as it was really taken (Series.AtS;
+	// late and bunched samples on a starved VM are why), spread over the
+	// seconds that span covers.
 	good := [2][]float64{make([]float64, n), make([]float64, n)}
-	step := res.StepS
 	t0 := rep.loadT0(res)
-	for i, ts := range res.Series.TS {
-		mid := ts - step/2 - t0
-		k := int(math.Floor(mid))
-		if k < 0 || k >= n {
-			continue
-		}
-		good[0][k] += res.Series.DownloadMbps[i] * step
-		good[1][k] += res.Series.UploadMbps[i] * step
+	for i := range res.Series.TS {
+		from, to := sampleSpan(res, i)
+		spread(good[0], from-t0, to-t0, res.Series.DownloadMbps[i]*(to-from))
+		spread(good[1], from-t0, to-t0, res.Series.UploadMbps[i]*(to-from))
 	}
 	s.GoodputDownMbps, s.GoodputUpMbps = good[0], good[1]
 	var util [2]float64
@@ -647,9 +649,9 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 			pc = Percentiles{P50: stats.Percentile(loaded, 50), P95: stats.Percentile(loaded, 95),
 				P99: stats.Percentile(loaded, 99), Max: loaded[len(loaded)-1]}
 		}
-		med, mx := make([]float64, n), make([]float64, n)
+		med, mx, cnt := make([]float64, n), make([]float64, n), make([]int, n)
 		for k, v := range per {
-			med[k], mx[k] = -1, -1
+			cnt[k] = len(v)
 			if len(v) > 0 {
 				sort.Float64s(v)
 				med[k], mx[k] = stats.Percentile(v, 50), v[len(v)-1]
@@ -661,10 +663,10 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 		}
 		if i == 0 {
 			rep.Controller.InducedOWDMs.Down, rep.Controller.BaseOWDMs.Down, rep.Controller.ProbeLossPct.Down = pc, base, loss
-			s.InducedDownMs, s.InducedDownMaxMs = med, mx
+			s.InducedDownMs, s.InducedDownMaxMs, s.ProbesDown = med, mx, cnt
 		} else {
 			rep.Controller.InducedOWDMs.Up, rep.Controller.BaseOWDMs.Up, rep.Controller.ProbeLossPct.Up = pc, base, loss
-			s.InducedUpMs, s.InducedUpMaxMs = med, mx
+			s.InducedUpMs, s.InducedUpMaxMs, s.ProbesUp = med, mx, cnt
 		}
 	}
 	return nil
@@ -678,6 +680,32 @@ func (rep *TraceReport) loadT0(res *bloat.Result) float64 {
 		}
 	}
 	return res.IdleS
+}
+
+// sampleSpan is the stretch of the tester's clock that sample i of its
+// series covers, in seconds.
+func sampleSpan(res *bloat.Result, i int) (from, to float64) {
+	if len(res.Series.AtS) == len(res.Series.TS) {
+		if i == 0 {
+			return res.Series.AtS[0], res.Series.AtS[0]
+		}
+		return res.Series.AtS[i-1], res.Series.AtS[i]
+	}
+	return res.Series.TS[i] - res.StepS, res.Series.TS[i]
+}
+
+// spread adds amount, spread evenly over [from, to), to the one-second
+// bins it overlaps (bin k is [k, k+1)).
+func spread(bins []float64, from, to, amount float64) {
+	if !(to > from) {
+		return
+	}
+	for k := max(0, int(math.Floor(from))); k < len(bins) && float64(k) < to; k++ {
+		lo, hi := math.Max(from, float64(k)), math.Min(to, float64(k+1))
+		if hi > lo {
+			bins[k] += amount * (hi - lo) / (to - from)
+		}
+	}
 }
 
 func pad(v []float64, n int) []float64 {
@@ -741,13 +769,29 @@ func (rep *TraceReport) WritePlot(path string) error {
 		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
 		Subtitle: fmt.Sprintf("down %s, up %s; %s", name(rep.Trace.Down), name(rep.Trace.Up), rep.Shaping.Text()),
 	}
+	// gaps (NaN) where a second has no rate read or no probe arrived
+	gaps := func(v []float64, ok func(k int) bool) []float64 {
+		out := make([]float64, len(v))
+		for k := range v {
+			out[k] = v[k]
+			if !ok(k) {
+				out[k] = math.NaN()
+			}
+		}
+		return out
+	}
 	for _, d := range []struct {
 		dir                    string
 		capa, rate, good, m, x []float64
+		probes                 []int
 	}{
-		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs},
-		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs},
+		{"Download", s.CapacityDownMbps, s.RateDownMbps, s.GoodputDownMbps, s.InducedDownMs, s.InducedDownMaxMs, s.ProbesDown},
+		{"Upload", s.CapacityUpMbps, s.RateUpMbps, s.GoodputUpMbps, s.InducedUpMs, s.InducedUpMaxMs, s.ProbesUp},
 	} {
+		rate := d.rate
+		d.rate = gaps(rate, func(k int) bool { return rate[k] >= 0 })
+		probed := func(k int) bool { return k < len(d.probes) && d.probes[k] > 0 }
+		d.m, d.x = gaps(d.m, probed), gaps(d.x, probed)
 		tl.Panels = append(tl.Panels,
 			plot.TimelinePanel{YLabel: d.dir + " (Mbit/s)", Lines: []plot.TimelineLine{
 				{Name: "capacity", X: x, Y: d.capa}, {Name: "shaping rate", X: x, Y: d.rate}, {Name: "goodput", X: x, Y: d.good}}},

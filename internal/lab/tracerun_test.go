@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/xml"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -85,6 +86,9 @@ func TestTraceCompute(t *testing.T) {
 	if want := []float64{0, 5, 10, 15}; !eq(s.InducedDownMs, want) {
 		t.Errorf("induced down per second %v, want %v", s.InducedDownMs, want)
 	}
+	if fmt.Sprint(s.ProbesDown) != "[100 100 100 99]" {
+		t.Errorf("probes down per second %v, want [100 100 100 99] (one lost in the last)", s.ProbesDown)
+	}
 	if want := []float64{9, 9, 9, -1}; !eq(s.RateDownMbps, want) {
 		t.Errorf("rate down %v, want %v (-1: not read)", s.RateDownMbps, want)
 	}
@@ -123,4 +127,33 @@ func eq(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestGoodputBunchedSamples: on a starved VM the tester's samples run late
+// and then come in a bunch, each the mean over its own short span; the
+// goodput per second is their bits, not their values times the step.
+func TestGoodputBunchedSamples(t *testing.T) {
+	// 1 Mbit in each of 5 samples; the 2nd is 700 ms late, the 3rd and
+	// 4th follow within a millisecond.
+	at := []float64{0.2, 0.9, 0.901, 0.902, 1.0}
+	res := &bloat.Result{StepS: 0.2, Series: bloat.Series{TS: []float64{0.2, 0.4, 0.6, 0.8, 1.0}, AtS: at}}
+	bins := make([]float64, 2)
+	for i := range at {
+		from, to := sampleSpan(res, i)
+		if i == 0 {
+			continue
+		}
+		v := 1.0 / (to - from) // Mbit/s over its span
+		res.Series.DownloadMbps = append(res.Series.DownloadMbps, v)
+		spread(bins, from, to, v*(to-from))
+	}
+	if math.Abs(bins[0]-4) > 1e-9 || bins[1] != 0 {
+		t.Errorf("bins %v, want [4 0] (four samples of 1 Mbit, all within the first second)", bins)
+	}
+	// a span across a second boundary is split by time
+	b := make([]float64, 3)
+	spread(b, 0.5, 2.5, 4)
+	if want := []float64{1, 2, 1}; !eq(b, want) {
+		t.Errorf("spread over 0.5..2.5 s = %v, want %v", b, want)
+	}
 }

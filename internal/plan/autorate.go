@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"sqm/internal/config"
@@ -80,7 +81,9 @@ func (b *builder) autorate() error {
 // packets.
 //
 // The kernel package's SetRate applies the difference between the tree
-// that runs and this one.
+// that runs and this one. The tree's Filters (simple.qos's DSCP set, the
+// same at every rate) are one slice shared by every Rerate tree: read
+// them, never change them.
 func Rerate(q *config.Queue, env Env, ingress bool, kbit uint64) (*Tree, error) {
 	b, err := newBuilder(q, env)
 	if err != nil {
@@ -97,5 +100,17 @@ func Rerate(q *config.Queue, env Env, ingress bool, kbit uint64) (*Tree, error) 
 		return nil, fmt.Errorf("plan: script %s polices the download; its rate cannot be changed in place", b.p.Script)
 	}
 	d.rateKbit = kbit
+	b.shared = true
 	return b.egress(d)
+}
+
+var (
+	sharedFiltersOnce sync.Once
+	sharedFilters     []Filter
+)
+
+// sharedDSCPFilters is simple.qos's filter set, built once for Rerate.
+func sharedDSCPFilters() []Filter {
+	sharedFiltersOnce.Do(func() { sharedFilters = dscpFilters(hRoot) })
+	return sharedFilters
 }

@@ -94,6 +94,10 @@ type builder struct {
 	p    *Plan
 	ll   string // "", "ethernet" or "atm"
 	llam string // effective mechanism: "", "tc_stab", "htb_private" or "cake"
+	// shared: Rerate's trees share one read-only copy of the DSCP
+	// filters (they do not depend on the rate, and building them is most
+	// of simple.qos's cost: 170 allocations a change).
+	shared bool
 }
 
 // Build turns one resolved queue section into its plan. It is pure and
@@ -540,7 +544,11 @@ func (b *builder) simple(d dir) (*Tree, error) {
 		}
 		t.Qdiscs = append(t.Qdiscs, leaf)
 	}
-	t.Filters = dscpFilters(hRoot)
+	if b.shared {
+		t.Filters = sharedDSCPFilters()
+	} else {
+		t.Filters = dscpFilters(hRoot)
+	}
 	return t, nil
 }
 

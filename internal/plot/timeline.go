@@ -23,7 +23,7 @@ type TimelinePanel struct {
 	Lines  []TimelineLine
 }
 
-// TimelineLine is one series; points with a negative or NaN Y are gaps.
+// TimelineLine is one series; points with a NaN Y are gaps.
 type TimelineLine struct {
 	Name string
 	X, Y []float64
@@ -74,18 +74,19 @@ func layoutTimeline(c canvas, t *Timeline) {
 	}
 	const left, legendW = 80.0, 190.0
 	for i, tp := range t.Panels {
-		ymax := 0.0
+		ymin, ymax := 0.0, 0.0
 		for _, l := range tp.Lines {
 			for _, y := range l.Y {
-				if y > ymax && !math.IsInf(y, 0) {
-					ymax = y
+				if !math.IsInf(y, 0) && !math.IsNaN(y) {
+					ymin, ymax = math.Min(ymin, y), math.Max(ymax, y)
 				}
 			}
 		}
 		ymax = math.Max(ymax, 1) * 1.1
 		ys := niceStep(ymax, 4)
 		ymax = ys * math.Ceil(ymax/ys)
-		p := &panel{x: left, y: tlTop + float64(i)*(tlPanel+tlGap), w: tlWidth - left - legendW - 20, h: tlPanel, x0: x0, x1: x1, y0: 0, y1: ymax}
+		ymin = ys * math.Floor(ymin/ys) // an induced delay below its base is jitter, drawn as it is
+		p := &panel{x: left, y: tlTop + float64(i)*(tlPanel+tlGap), w: tlWidth - left - legendW - 20, h: tlPanel, x0: x0, x1: x1, y0: ymin, y1: ymax}
 		xl := ""
 		if i == len(t.Panels)-1 {
 			xl = "time (s)"
@@ -96,7 +97,7 @@ func layoutTimeline(c canvas, t *Timeline) {
 			col := timelineColors[j%len(timelineColors)]
 			var run []pt
 			for k := range l.X {
-				if k >= len(l.Y) || math.IsNaN(l.Y[k]) || l.Y[k] < 0 {
+				if k >= len(l.Y) || math.IsNaN(l.Y[k]) {
 					c.polyline(run, col, 1.8)
 					run = nil
 					continue
