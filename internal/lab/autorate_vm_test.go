@@ -15,44 +15,46 @@ import (
 )
 
 // TestVMTraceAutorate runs sqm's autorate (internal/autorun, in this
-// process) on testdata's autorate-step-16-4-16.steps: the download's
-// capacity 16 -> 4 Mbit/s at 8 s and back to 16 at 16 s (24 s; the upload
-// a fixed 2 Mbit/s), rrul loading both directions, sqm shaping cake from
-// 90 % of the line (14.4 / 1.8 Mbit/s), the download from 2 Mbit/s (half
-// the low step: config's default minimum, base/4 = 3.6 Mbit/s, is 90 % of
+// process) on testdata's autorate-step-8-2-8.steps: the download's
+// capacity 8 -> 2 Mbit/s at 8 s and back to 8 at 16 s (24 s; the upload a
+// fixed 2 Mbit/s), rrul loading both directions, sqm shaping cake from
+// 90 % of the line (7.2 / 1.8 Mbit/s), the download from 1 Mbit/s (half
+// the low step: config's default minimum, base/4 = 1.8 Mbit/s, is 90 % of
 // it, too close to drain the modem's queue) to 2 x base, the upload
 // fixed, the delay target the default 15 ms. The controller probes the
 // lab's server (its sqm server's echo, ICMP timestamps) through the
-// emulated modem; the ground-truth probes are the lab's own.
+// emulated modem; the ground-truth probes are the lab's own. Rates: the
+// emulated VM carries about 8 Mbit/s of this load (at 16 Mbit/s goodput
+// stayed near 5, which the controller rightly took for the capacity).
 //
 // The bounds are issue 26's:
 //   - step down: 1 s after the capacity fell, the rate the loop set is
-//     below the new capacity (4 Mbit/s). The modem is before the IFB's
+//     below the new capacity (2 Mbit/s). The modem is before the IFB's
 //     cake here, so "cake idle, link loaded, delay rising" says the
 //     capacity at once; 1 s is the issue's time to be back under target,
 //     which needs the rate below capacity well before.
-//   - step up: within 5 s of the capacity quadrupling back, the rate
-//     reaches 90 % of it (14.4 Mbit/s).
+//   - step up: within 5 s of the capacity doubling back, the rate reaches
+//     90 % of it (7.2 Mbit/s).
 //   - the kernel has the rate: cake's bandwidth read once a second from
-//     the kernel (Series.RateDownMbps) in the 4 Mbit/s step's settled
-//     seconds (11..15) is at most 5 Mbit/s (the controller probes up
-//     near the capacity; fixed shaping would read 14.4).
+//     the kernel (Series.RateDownMbps) in the 2 Mbit/s step's settled
+//     seconds (11..15) is at most 2.5 Mbit/s (the controller probes up
+//     near the capacity; fixed shaping would read 7.2).
 //   - induced one-way delay, download p95 at most 60 ms (four times the
-//     15 ms target): the step down fills the modem's FIFO at 12 Mbit/s
+//     15 ms target): the step down fills the modem's FIFO at 6 Mbit/s
 //     until the cut, and the drain takes DrainTime (0.5 s), so about a
 //     second of the 24 carries up to ~100 ms; 5 % of the run is 1.2 s,
 //     so p95 lands at the episode's tail or in steady state, well under
-//     what fixed shaping gives here (the 1000-packet FIFO full at 4
-//     Mbit/s: 3 s).
+//     what fixed shaping gives here (the 1000-packet FIFO full at 2
+//     Mbit/s: seconds).
 //
-// At 8 -> 2 -> 8 Mbit/s (five runs) the step down and the delay passed but
-// the controller sat at 1.0-1.2 Mbit/s in the 2 Mbit/s step: at 1 Mbit/s a
-// probe reply's wait behind one packet in sqm's own cake is up to 12 ms,
-// which it takes for a queue against the 15 ms target, and from there the
-// step up is x7, more than 5 s at +50 %/s.
+// Known to fail the step up (runs of 2026-12-02): in the 2 Mbit/s step
+// the controller holds 1.0-1.2 Mbit/s, where a probe's wait behind one
+// packet in sqm's own cake (12 ms at 1 Mbit/s) reads as a queue against
+// the 15 ms target, and from there the step up is x7, more than 5 s at
+// +50 %/s.
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
-	tr, err := trace.ReadFile("testdata/autorate-step-16-4-16.steps")
+	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestVMTraceAutorate(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	o := DefaultOptions()
-	o.Link.DownBits, o.Link.UpBits = 16_000_000, 2_000_000
+	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
 	o.Duration = tr.Length
 	o.Idle = 2 * time.Second
 	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
@@ -70,7 +72,7 @@ func TestVMTraceAutorate(t *testing.T) {
 	// download's step.
 	ctl.queue = func(q *config.Queue) {
 		q.Autorate.UploadMin, q.Autorate.UploadMax = q.Upload, q.Upload
-		q.Autorate.DownloadMin = 2000
+		q.Autorate.DownloadMin = 1000
 	}
 	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
 	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
@@ -122,8 +124,8 @@ func TestVMTraceAutorate(t *testing.T) {
 		t.Logf("90 %% of the new capacity %.2f s after the step up", reached.Seconds())
 	}
 	for k := 11; k < 16 && k < len(s.RateDownMbps); k++ {
-		if r := s.RateDownMbps[k]; r < 0 || r > 5 {
-			t.Errorf("second %d: cake's bandwidth in the kernel %.2f Mbit/s, want a read of at most 5 on the 4 Mbit/s step", k, r)
+		if r := s.RateDownMbps[k]; r < 0 || r > 2.5 {
+			t.Errorf("second %d: cake's bandwidth in the kernel %.2f Mbit/s, want a read of at most 2.5 on the 2 Mbit/s step", k, r)
 		}
 	}
 	if p := rep.Controller.InducedOWDMs.Down.P95; p > 60 || p < 0 {
