@@ -362,9 +362,9 @@ func (k autorateKernel) Remove(o *Owned) error {
 
 // AutorateDrift is Drift for a queue the daemon autorates (ar its status
 // file): the kernel's tree is compared with the plan at the rates ar says
-// run. A rate may change between the file's write and the comparison, so
-// a difference is checked again with the file read anew (reread), up to
-// three times, before it is reported.
+// run. The file follows a rate change within 100 ms (the daemon's poll),
+// so a difference is checked again with the file read anew (reread) after
+// AutorateRecheck, up to three times, before it is reported.
 func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatus, reread func() *AutorateStatus) string {
 	diff := ""
 	for try := 0; try < 3 && ar != nil; try++ {
@@ -387,13 +387,21 @@ func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatu
 			return ""
 		}
 		diff = d
-		ar = reread()
+		if try < 2 {
+			time.Sleep(AutorateRecheck)
+			ar = reread()
+		}
 	}
 	if ar == nil {
 		return Drift(k, planner, st)
 	}
 	return diff
 }
+
+// AutorateRecheck is how long AutorateDrift waits for the status file to
+// catch up with the kernel before it compares again: more than the
+// daemon's 100 ms poll.
+var AutorateRecheck = 150 * time.Millisecond
 
 // rerated puts p's trees at the rates ar reports (plan.Rerate).
 func rerated(p *plan.Plan, q *config.Queue, mtu int, ar *AutorateStatus) error {
