@@ -70,6 +70,13 @@ type Config struct {
 	Debugf func(format string, args ...any)
 	// BufferSize bounds the samples held between ticks (default 256).
 	BufferSize int
+	// AccountCPU locks the loop's and the prober's goroutines to their
+	// own OS threads, so that the kernel's per-thread accounting is
+	// autorate's CPU (Status.CPUSeconds; the lab reports it). Every
+	// wake-up of a locked goroutine then hands the runtime's P to its
+	// thread and back (a futex wake-up each way), which the daemon, not
+	// reporting it, does without.
+	AccountCPU bool
 }
 
 // Loop is one running autorate. Step and Status may be called from
@@ -415,10 +422,11 @@ func (l *Loop) Status(st *Status) {
 }
 
 // Run ticks the loop every Interval and runs the prober until ctx ends,
-// then puts the base rates back (the tree as it was applied);
-// the loop's goroutine and the prober's each hold their OS thread, so
-// that the kernel's per-thread accounting (RUSAGE_THREAD) is the CPU
-// autorate costs, which Status.CPUSeconds reports when Run returns. A
+// then puts the base rates back (the tree as it was applied); with
+// Config.AccountCPU the loop's goroutine and the prober's each hold their
+// OS thread, so that the kernel's per-thread accounting (RUSAGE_THREAD) is
+// the CPU autorate costs, which Status.CPUSeconds reports when Run
+// returns. A
 // prober that fails puts the rates back at their bases and ends Run with
 // its error: the queue stays shaped.
 func (l *Loop) Run(ctx context.Context) error {
@@ -430,12 +438,16 @@ func (l *Loop) Run(ctx context.Context) error {
 		cpu float64
 	}
 	pdone := make(chan result, 1)
+	lock := lockThread
+	if !l.cfg.AccountCPU {
+		lock = func() func() float64 { return func() float64 { return 0 } }
+	}
 	go func() {
-		cpu := lockThread()
+		cpu := lock()
 		err := l.cfg.Prober.Run(ctx, l.Emit)
 		pdone <- result{err, cpu()}
 	}()
-	cpu := lockThread()
+	cpu := lock()
 	tk := time.NewTicker(l.Interval())
 	defer tk.Stop()
 	var perr error

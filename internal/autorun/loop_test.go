@@ -107,6 +107,7 @@ func newRig(t *testing.T, upShaped bool, spares ...reflector.Target) *rig {
 		Targets:       r.targets,
 		Spares:        spares,
 		FallbackAfter: 5 * time.Second,
+		AccountCPU:    true,
 		Logf:          func(f string, a ...any) { r.logs = append(r.logs, f) },
 	}
 	cfg.Shapers[autorate.Down] = r.down

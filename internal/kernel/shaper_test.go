@@ -69,3 +69,25 @@ func TestShaperCountersHost(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkShaperCounters is the autorate loop's read of both directions
+// (simple recipe, pfifo leaves, on the host kernel), once per 100 ms tick.
+func BenchmarkShaperCounters(b *testing.B) {
+	testutil.RequireRoot(b)
+	ns, conn := setupNS(b)
+	_ = ns
+	q := queue("simple", "pfifo")
+	p := build(b, q)
+	res, err := conn.Apply(p, nil, ApplyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
+	var sc [2]ShaperCounters
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := conn.ShaperCounters(idx, &sc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

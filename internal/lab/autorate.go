@@ -100,7 +100,7 @@ func (a *sqmAutorate) Start(ctx context.Context, env ControlEnv) error {
 		}
 	}
 	a.loop, err = autorun.New(autorun.Config{Name: env.WAN, Controller: autorun.ControllerConfig(env.Plan.Autorate, slots),
-		Shapers: sh, Prober: a.prober, Targets: slots, Spares: spares, Debugf: a.debugf, Logf: a.debugf})
+		Shapers: sh, Prober: a.prober, Targets: slots, Spares: spares, Debugf: a.debugf, Logf: a.debugf, AccountCPU: true})
 	if err != nil {
 		a.prober.Close()
 		a.k.Close()
