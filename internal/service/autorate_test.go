@@ -229,9 +229,12 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 		st, _ := r.svc.Store.Autorate("eth0")
 		return st != nil && st.Fallback && strings.Contains(st.Error, "EBADF")
 	})
-	if !fs.runner(0).closed {
-		t.Error("the failed loop's sockets were not closed")
-	}
+	eventually(t, "the failed loop's sockets closed", func() bool {
+		r := fs.runner(0)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.closed
+	})
 	if n := k.count(k.applies, "eth0"); n != 1 {
 		t.Errorf("%d applies", n)
 	}
