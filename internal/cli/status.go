@@ -167,19 +167,19 @@ func statusReport(k statusKernel, states []*service.State, intr map[string]servi
 	out := &statusOutput{Devices: []statusEntry{}}
 	for _, i := range ifaces {
 		st := byIface[i]
-		e := deviceEntry(k, i, "", st, store)
+		e := deviceEntry(k, i, "", st, store, now)
 		if p, ok := intr[i]; ok {
 			e.Interrupted = &p
 		}
 		out.Devices = append(out.Devices, e)
 		if st != nil && st.Owned.IFB != "" {
-			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil, nil))
+			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil, nil, now))
 		}
 	}
 	return out
 }
 
-func deviceEntry(k statusKernel, dev, of string, st *service.State, store *service.Store) statusEntry {
+func deviceEntry(k statusKernel, dev, of string, st *service.State, store *service.Store, now time.Time) statusEntry {
 	e := statusEntry{Device: dev, Of: of, State: st}
 	if st != nil && st.Queue.Autorate.Enabled && store != nil {
 		e.Autorate, _ = store.Autorate(dev)
@@ -194,16 +194,16 @@ func deviceEntry(k statusKernel, dev, of string, st *service.State, store *servi
 		e.Kernel = &ds[0]
 	}
 	if st != nil && e.Kernel != nil {
-		e.Drift = drift(k, st, e.Autorate, store)
+		e.Drift = drift(k, st, e.Autorate, store, now)
 	}
 	return e
 }
 
 // drift is service.Drift (the daemon's check) on one line; for a queue the
 // daemon autorates, at the rates autorate set (service.AutorateDrift).
-func drift(k statusKernel, st *service.State, ar *service.AutorateStatus, store *service.Store) string {
+func drift(k statusKernel, st *service.State, ar *service.AutorateStatus, store *service.Store, now time.Time) string {
 	d := ""
-	if ar != nil && ar.Running {
+	if ar != nil && ar.Running && !autorateStale(ar, now) {
 		d = service.AutorateDrift(k, buildPlan, st, ar, func() *service.AutorateStatus {
 			a, _ := store.Autorate(st.Interface)
 			return a
@@ -396,6 +396,12 @@ func humanRate(bits uint64) string {
 	return humanBytes(bits) + "bit"
 }
 
+// autorateStale: the daemon writes its autorate status at least once a
+// second; one older than 5 s was left by a daemon that died.
+func autorateStale(a *service.AutorateStatus, now time.Time) bool {
+	return now.Sub(a.UpdatedAt) > 5*time.Second
+}
+
 // printAutorate shows the daemon's autorate of one queue: per direction
 // the rate it set, the delay and load it saw, and why the rate is what
 // it is.
@@ -404,6 +410,8 @@ func printAutorate(w io.Writer, a *service.AutorateStatus, now time.Time) {
 	case a == nil:
 		fmt.Fprintln(w, "  autorate: not running (no daemon runs it): shaped at the base rates")
 		return
+	case autorateStale(a, now):
+		fmt.Fprintf(w, "  autorate: STALE: daemon pid %d last updated it %s ago (killed?); the rates below may no longer run\n", a.PID, now.Sub(a.UpdatedAt).Round(time.Second))
 	case !a.Running && a.Error != "":
 		fmt.Fprintf(w, "  autorate: NOT RUNNING: %s\n", a.Error)
 		return

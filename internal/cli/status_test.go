@@ -404,6 +404,11 @@ func TestStatusAutorate(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
+	b.Reset()
+	printStatus(&b, rep, store.Dir, now.Add(time.Minute))
+	if !strings.Contains(b.String(), "autorate: STALE: daemon pid 42 last updated it 1m0s ago") {
+		t.Errorf("a minute-old status file not called stale:\n%s", b.String())
+	}
 	doc := statusJSON(rep, store.Dir)
 	out, err := json.Marshal(doc)
 	if err != nil {
