@@ -94,8 +94,9 @@ type Loop struct {
 	stalledSince time.Duration
 	fallback     bool
 
-	mu     sync.Mutex
-	status Status
+	mu      sync.Mutex
+	status  Status
+	changed chan struct{}
 }
 
 // Status is what status pages and metrics show of a loop.
@@ -193,7 +194,8 @@ func New(cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1}
+	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
+		changed: make(chan struct{}, 1)}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
@@ -305,6 +307,10 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		if changed[d] && set[d] != ds.RateBits {
 			ds.RateBits = set[d]
 			s.RateChanges++
+			select {
+			case l.changed <- struct{}{}:
+			default:
+			}
 		}
 		if setErr[d] != nil {
 			s.SetErrors++
@@ -405,12 +411,9 @@ func (l *Loop) setStatus(f func(*Status)) {
 	l.mu.Unlock()
 }
 
-// Changes is Status().RateChanges without the copy.
-func (l *Loop) Changes() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.status.RateChanges
-}
+// Changed receives when a rate changed (one pending at most: the loop
+// never waits for a reader).
+func (l *Loop) Changed() <-chan struct{} { return l.changed }
 
 // Status copies the loop's status into st (reusing st.Reflectors).
 func (l *Loop) Status(st *Status) {

@@ -34,9 +34,9 @@ type AutorateRunner interface {
 	Hold(f func(running *plan.Plan) error) error
 	// Status is the loop's state for `sqm status` and the metrics.
 	Status() AutorateStatus
-	// Changes counts the rate changes so far (cheap: polled to write
-	// the status file as soon as a rate changed).
-	Changes() uint64
+	// Changed receives (without blocking the loop; one pending at most)
+	// when a rate changed, so that the status file follows at once.
+	Changed() <-chan struct{}
 	// Close releases the loop's sockets after Run returned.
 	Close() error
 }
@@ -241,13 +241,11 @@ func (a *autorates) launch(st *State) {
 	run.cancel = cancel
 	go func() {
 		defer close(run.done)
-		// The status file is written once a second, and within 100 ms
-		// of a rate change, so that `sqm status` compares the kernel's
-		// tree with the rates that run (AutorateDrift).
-		tk := time.NewTicker(100 * time.Millisecond)
+		// The status file is written once a second, and as soon as a
+		// rate changed, so that `sqm status` compares the kernel's tree
+		// with the rates that run (AutorateDrift).
+		tk := time.NewTicker(time.Second)
 		defer tk.Stop()
-		var seen uint64
-		var last time.Time
 		errc := make(chan error, 1)
 		go func() { errc <- run.r.Run(ctx) }()
 		write := func() {
@@ -262,11 +260,10 @@ func (a *autorates) launch(st *State) {
 		}
 		for {
 			select {
-			case now := <-tk.C:
-				if n := run.r.Changes(); n != seen || now.Sub(last) >= time.Second {
-					seen, last = n, now
-					write()
-				}
+			case <-tk.C:
+				write()
+			case <-run.r.Changed():
+				write()
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
 					run.err = err.Error() + "; shaping at the base rates"
@@ -372,8 +369,8 @@ func (k autorateKernel) Remove(o *Owned) error {
 
 // AutorateDrift is Drift for a queue the daemon autorates (ar its status
 // file): the kernel's tree is compared with the plan at the rates ar says
-// run. The file follows a rate change within 100 ms (the daemon's poll),
-// so a difference is checked again with the file read anew (reread) after
+// run. The file follows a rate change at once, but a change may fall
+// between its write and the kernel's dump, so a difference is checked again with the file read anew (reread) after
 // AutorateRecheck, up to three times, before it is reported.
 func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatus, reread func() *AutorateStatus) string {
 	diff := ""
@@ -408,9 +405,9 @@ func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatu
 	return diff
 }
 
-// AutorateRecheck is how long AutorateDrift waits for the status file to
-// catch up with the kernel before it compares again: more than the
-// daemon's 100 ms poll.
+// AutorateRecheck is how long AutorateDrift waits before it compares
+// again: longer than a status write, shorter than two rate changes
+// (at most one per 100 ms tick).
 var AutorateRecheck = 150 * time.Millisecond
 
 // rerated puts p's trees at the rates ar reports (plan.Rerate).

@@ -69,7 +69,7 @@ func (r *autorunRunner) Run(ctx context.Context) error { return r.loop.Run(ctx) 
 
 func (r *autorunRunner) Hold(f func(*plan.Plan) error) error { return r.k.Hold(f) }
 
-func (r *autorunRunner) Changes() uint64 { return r.loop.Changes() }
+func (r *autorunRunner) Changed() <-chan struct{} { return r.loop.Changed() }
 
 func (r *autorunRunner) Close() error {
 	r.prober.Close()

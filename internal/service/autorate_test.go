@@ -81,11 +81,7 @@ func (r *fakeRunner) Status() AutorateStatus {
 	return AutorateStatus{Running: true, Upload: &AutorateDir{RateKbit: r.rate, Reason: "increase", LastChange: "increase"}, Reflectors: []AutorateReflector{}}
 }
 
-func (r *fakeRunner) Changes() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rate
-}
+func (r *fakeRunner) Changed() <-chan struct{} { return nil }
 
 func (r *fakeRunner) Close() error {
 	r.mu.Lock()
