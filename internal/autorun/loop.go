@@ -93,6 +93,7 @@ type Loop struct {
 
 	stalledSince time.Duration
 	fallback     bool
+	lastErr      [2]string // the last SetRate error logged, per direction
 
 	mu      sync.Mutex
 	status  Status
@@ -278,9 +279,16 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		got, err := sh.SetRate(o.Rate)
 		if err != nil {
 			setErr[d] = err
-			l.cfg.Logf("autorate %s: set %s rate %d bit/s: %v", l.cfg.Name, autorate.Dir(d), o.Rate, err)
+			// Once per distinct error: a tree removed under the loop
+			// (sqm stop from the CLI) fails every change until the
+			// daemon notices and stops the loop.
+			if msg := err.Error(); msg != l.lastErr[d] {
+				l.lastErr[d] = msg
+				l.cfg.Logf("autorate %s: set %s rate %d bit/s: %v", l.cfg.Name, autorate.Dir(d), o.Rate, err)
+			}
 			continue
 		}
+		l.lastErr[d] = ""
 		changed[d], set[d] = true, got
 	}
 	for _, r := range out.Replace {

@@ -328,6 +328,15 @@ func TestSetRateError(t *testing.T) {
 	if st.Dir[0].RateBits != 40e6 {
 		t.Errorf("status rate %d, want the 40e6 that runs", st.Dir[0].RateBits)
 	}
+	n := 0
+	for _, l := range r.logs {
+		if strings.Contains(l, "set %s rate") {
+			n++
+		}
+	}
+	if n != 1 || st.SetErrors < 2 {
+		t.Errorf("%d refused changes logged %d times; want once", st.SetErrors, n)
+	}
 }
 
 // Probes that fail put the base rates back and end Run with the error.
