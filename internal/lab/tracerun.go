@@ -766,8 +766,9 @@ func (rep *TraceReport) WritePlot(path string) error {
 		return ti.File
 	}
 	tl := &plot.Timeline{
-		Title:    fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
-		Subtitle: fmt.Sprintf("down %s, up %s; %s", name(rep.Trace.Down), name(rep.Trace.Up), rep.Shaping.Text()),
+		Title: fmt.Sprintf("sqm lab on a trace: controller %s", rep.Controller.Name),
+		Subtitle: fmt.Sprintf("down %s, up %s; sqm %s/%s, %s down / %s up to start", name(rep.Trace.Down), name(rep.Trace.Up),
+			rep.Shaping.Script, rep.Shaping.Qdisc, FormatRate(rep.Shaping.DownloadKbit*1000), FormatRate(rep.Shaping.UploadKbit*1000)),
 	}
 	// gaps (NaN) where a second has no rate read or no probe arrived
 	gaps := func(v []float64, ok func(k int) bool) []float64 {
