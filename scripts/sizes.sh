@@ -19,7 +19,7 @@ set -e
 GO=${GO:-go}
 MAIN=${MAIN:-./cmd/sqm}
 OUT=${OUT:-bin/sizes}
-ROUTER_TAGS=${ROUTER_TAGS-sqm_nolab,sqm_notest,sqm_noweb}
+ROUTER_TAGS=${ROUTER_TAGS-sqm_nolab,sqm_notest,sqm_noweb,sqm_noautorate}
 FULL_TAGS=${FULL_TAGS-sqm_nolab,sqm_nopng,sqm_notls}
 DEV_TAGS=${DEV_TAGS-}
 TARGETS=${SIZE_TARGETS:-linux/mipsle/softfloat linux/mips/softfloat linux/arm/7 linux/arm64 linux/amd64}

@@ -47,12 +47,12 @@ type simDir struct {
 	modemLast bool    // the modem's FIFO comes before the shaper (download)
 	fifoLimit float64 // bytes
 	// state
-	q, cq      float64 // bytes in the modem FIFO, in the shaper (download only)
-	sent       float64 // bytes the shaper sent (its counter)
-	delivered  float64 // bytes out of the modem
-	drops      uint64
-	backlog    bool
-	lastIn     float64 // bits/s into the FIFO in the last step
+	q, cq     float64 // bytes in the modem FIFO, in the shaper (download only)
+	sent      float64 // bytes the shaper sent (its counter)
+	delivered float64 // bytes out of the modem
+	drops     uint64
+	backlog   bool
+	lastIn    float64 // bits/s into the FIFO in the last step
 }
 
 // qdelay is the queueing delay a packet entering the modem's FIFO now sees.

@@ -250,6 +250,7 @@ Example:
 				Restore:    flagBool(fs, "restore"),
 				StopOnExit: flagBool(fs, "stop-on-exit"),
 				Log:        log,
+				OnAutorate: autorateLimit(env.Getenv),
 			}
 			if page != nil {
 				page.start(ctx, d, reqs, log)

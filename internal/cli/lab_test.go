@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sqm/internal/lab"
 )
 
 // TestLabFlags checks flag handling up to the point the lab would start
@@ -29,7 +31,6 @@ func TestLabFlags(t *testing.T) {
 		{"bare seconds too short", []string{"lab", "--duration", "1"}, 2, "--duration 1s: give 2s to 10m"},
 		{"bad duration", []string{"lab", "--duration", "ten"}, 2, "expected a duration such as 10 (seconds)"},
 		{"autorate without trace", []string{"lab", "--autorate"}, 2, "--autorate needs --trace-down or --trace-up"},
-		{"autorate not built", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--autorate"}, 1, "autorate controller is not built into the lab yet"},
 		{"bad trace", []string{"lab", "--trace-up", "testdata/bad-trace.steps"}, 2, "--trace-up: trace bad-trace.steps:1: rate: \"40\" has no unit"},
 		{"missing trace", []string{"lab", "--trace-down", "testdata/none.steps"}, 2, "--trace-down: trace: open testdata/none.steps"},
 		{"trace and mode", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--mode", "rrul"}, 2, "--mode does not go with --trace-down"},
@@ -43,6 +44,20 @@ func TestLabFlags(t *testing.T) {
 				t.Errorf("sqm %s: status %d, stderr %q; want %d and %q", strings.Join(tt.args, " "), code, errb.String(), tt.code, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestLabAutorateOmitted: a build without sqm's autorate (-tags
+// sqm_noautorate leaves lab.Autorate nil) refuses --autorate, naming the tag.
+func TestLabAutorateOmitted(t *testing.T) {
+	saved := lab.Autorate
+	lab.Autorate = nil
+	defer func() { lab.Autorate = saved }()
+	var out, errb bytes.Buffer
+	args := []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--autorate"}
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
+	if code != 1 || !strings.Contains(errb.String(), "autorate controller is not in this build (-tags sqm_noautorate)") {
+		t.Errorf("status %d, stderr %q", code, errb.String())
 	}
 }
 

@@ -49,7 +49,7 @@ func labTraces(fs *flag.FlagSet, opts *lab.Options) (lab.Traces, error) {
 	}
 	if fs.Lookup("autorate").Value.String() == "true" {
 		if lab.Autorate == nil {
-			return tr, fmt.Errorf("lab: --autorate: sqm's autorate controller is not built into the lab yet; run without --autorate for the fixed shaping (--shape-down/--shape-up)")
+			return tr, fmt.Errorf("lab: --autorate: sqm's autorate controller is not in this build (-tags sqm_noautorate); run without --autorate for the fixed shaping (--shape-down/--shape-up)")
 		}
 		tr.Controller = lab.Autorate()
 	}

@@ -80,7 +80,7 @@ Example (piece_of_cake: cake at the root, handle 1:, and on the IFB):
 				return err
 			}
 			defer conn.Close()
-			rep := statusReport(conn, states, intr, args, time.Now())
+			rep := statusReport(conn, states, intr, args, time.Now(), store)
 			refused, rerr := store.Refused()
 			rep.withRefused(refused, args)
 			serr = errors.Join(serr, rerr)
@@ -112,6 +112,9 @@ type statusEntry struct {
 	// when it matches (or there is no state to compare with).
 	Drift string `json:"drift,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Autorate is the daemon's autorate of this queue (its status file);
+	// nil when autorate is off or no daemon runs it.
+	Autorate *service.AutorateStatus `json:"autorate,omitempty"`
 }
 
 type statusOutput struct {
@@ -149,7 +152,7 @@ type statusKernel interface {
 	Matches(p *plan.Plan) (ok bool, diff string, err error)
 }
 
-func statusReport(k statusKernel, states []*service.State, intr map[string]service.Interrupted, ifaces []string, now time.Time) *statusOutput {
+func statusReport(k statusKernel, states []*service.State, intr map[string]service.Interrupted, ifaces []string, now time.Time, store *service.Store) *statusOutput {
 	byIface := map[string]*service.State{}
 	for _, st := range states {
 		byIface[st.Interface] = st
@@ -164,20 +167,23 @@ func statusReport(k statusKernel, states []*service.State, intr map[string]servi
 	out := &statusOutput{Devices: []statusEntry{}}
 	for _, i := range ifaces {
 		st := byIface[i]
-		e := deviceEntry(k, i, "", st)
+		e := deviceEntry(k, i, "", st, store, now)
 		if p, ok := intr[i]; ok {
 			e.Interrupted = &p
 		}
 		out.Devices = append(out.Devices, e)
 		if st != nil && st.Owned.IFB != "" {
-			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil))
+			out.Devices = append(out.Devices, deviceEntry(k, st.Owned.IFB, i, nil, nil, now))
 		}
 	}
 	return out
 }
 
-func deviceEntry(k statusKernel, dev, of string, st *service.State) statusEntry {
+func deviceEntry(k statusKernel, dev, of string, st *service.State, store *service.Store, now time.Time) statusEntry {
 	e := statusEntry{Device: dev, Of: of, State: st}
+	if st != nil && st.Queue.Autorate.Enabled && store != nil {
+		e.Autorate, _ = store.Autorate(dev)
+	}
 	ds, err := k.Status(dev)
 	switch {
 	case err != nil && errors.Is(err, kernel.ErrNoLink) && st != nil:
@@ -188,14 +194,24 @@ func deviceEntry(k statusKernel, dev, of string, st *service.State) statusEntry 
 		e.Kernel = &ds[0]
 	}
 	if st != nil && e.Kernel != nil {
-		e.Drift = drift(k, st)
+		e.Drift = drift(k, st, e.Autorate, store, now)
 	}
 	return e
 }
 
-// drift is service.Drift (the daemon's check) on one line.
-func drift(k statusKernel, st *service.State) string {
-	return strings.Join(strings.Fields(service.Drift(k, buildPlan, st)), " ")
+// drift is service.Drift (the daemon's check) on one line; for a queue the
+// daemon autorates, at the rates autorate set (service.AutorateDrift).
+func drift(k statusKernel, st *service.State, ar *service.AutorateStatus, store *service.Store, now time.Time) string {
+	d := ""
+	if ar != nil && ar.Running && !autorateStale(ar, now) {
+		d = service.AutorateDrift(k, buildPlan, st, ar, func() *service.AutorateStatus {
+			a, _ := store.Autorate(st.Interface)
+			return a
+		})
+	} else {
+		d = service.Drift(k, buildPlan, st)
+	}
+	return strings.Join(strings.Fields(d), " ")
 }
 
 func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
@@ -211,6 +227,9 @@ func printStatus(w io.Writer, rep *statusOutput, dir string, now time.Time) {
 		fmt.Fprintf(w, "%s: %s\n", e.Device, deviceHeadline(e, now))
 		if st := e.State; st != nil {
 			fmt.Fprintf(w, "  %s\n", sectionSummary(&st.Queue))
+			if st.Queue.Autorate.Enabled {
+				printAutorate(w, e.Autorate, now)
+			}
 			if e.Kernel != nil {
 				if e.Drift != "" {
 					fmt.Fprintf(w, "  tree DIFFERS from what sqm applied: %s\n  ('sqm start' or the daemon restores it)\n", e.Drift)
@@ -375,4 +394,61 @@ func humanBytes(n uint64) string {
 
 func humanRate(bits uint64) string {
 	return humanBytes(bits) + "bit"
+}
+
+// autorateStale: the daemon writes its autorate status at least once a
+// second; one older than 5 s was left by a daemon that died.
+func autorateStale(a *service.AutorateStatus, now time.Time) bool {
+	return now.Sub(a.UpdatedAt) > 5*time.Second
+}
+
+// printAutorate shows the daemon's autorate of one queue: per direction
+// the rate it set, the delay and load it saw, and why the rate is what
+// it is.
+func printAutorate(w io.Writer, a *service.AutorateStatus, now time.Time) {
+	switch {
+	case a == nil:
+		fmt.Fprintln(w, "  autorate: not running (no daemon runs it): shaped at the base rates")
+		return
+	case autorateStale(a, now):
+		fmt.Fprintf(w, "  autorate: STALE: daemon pid %d last updated it %s ago (killed?); the rates below may no longer run\n", a.PID, now.Sub(a.UpdatedAt).Round(time.Second))
+	case !a.Running && a.Error != "":
+		fmt.Fprintf(w, "  autorate: NOT RUNNING: %s\n", a.Error)
+		return
+	case a.Fallback:
+		fmt.Fprintf(w, "  autorate: FALLBACK: %s\n", a.Error)
+	default:
+		fmt.Fprintf(w, "  autorate: running (daemon pid %d, %d rate changes, updated %s ago)\n", a.PID, a.RateChanges, now.Sub(a.UpdatedAt).Round(100*time.Millisecond))
+	}
+	for _, d := range []struct {
+		name string
+		d    *service.AutorateDir
+	}{{"download", a.Download}, {"upload", a.Upload}} {
+		if d.d == nil {
+			continue
+		}
+		delay := "no reflector answers"
+		if d.d.DelayMs >= 0 {
+			delay = fmt.Sprintf("delay +%.1f ms (target %.0f)", d.d.DelayMs, d.d.TargetMs)
+		}
+		fmt.Fprintf(w, "    %-8s %6d kbit/s (%d..%d, base %d), %s, load %.0f%%, %s; last change: %s, %.1fs ago\n",
+			d.name, d.d.RateKbit, d.d.MinKbit, d.d.MaxKbit, d.d.BaseKbit, delay, 100*d.d.Load, d.d.Reason, d.d.LastChange, d.d.LastChangeAgoS)
+	}
+	for _, r := range a.Reflectors {
+		state := "no reply yet"
+		if r.Replied {
+			if r.OneWay {
+				state = fmt.Sprintf("one-way +%.1f ms down, +%.1f ms up", r.RiseMs[0], r.RiseMs[1])
+			} else {
+				state = fmt.Sprintf("round trip +%.1f ms", r.RiseMs[0])
+			}
+		}
+		if r.Lost > 0 {
+			state += fmt.Sprintf(", %d lost in a row", r.Lost)
+		}
+		if r.Replace != "" {
+			state += ", to replace: " + r.Replace
+		}
+		fmt.Fprintf(w, "    reflector %s: %s\n", r.Target, state)
+	}
 }

@@ -116,7 +116,7 @@ func TestStatusGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := statusReport(k, states, nil, tt.ifaces, now)
+			rep := statusReport(k, states, nil, tt.ifaces, now, nil)
 			var b bytes.Buffer
 			printStatus(&b, rep, "/run/sqm", now)
 			if err := rep.err(); (err != nil) != tt.err {
@@ -138,7 +138,7 @@ func TestStatusGolden(t *testing.T) {
 		})
 	}
 	var b bytes.Buffer
-	printStatus(&b, statusReport(k, nil, nil, nil, now), "/run/sqm", now)
+	printStatus(&b, statusReport(k, nil, nil, nil, now, nil), "/run/sqm", now)
 	if got := b.String(); got != "sqm is not shaping any interface (no state in /run/sqm)\n" {
 		t.Errorf("no state: %q", got)
 	}
@@ -152,7 +152,7 @@ func TestStatusGolden(t *testing.T) {
 func TestStatusInterrupted(t *testing.T) {
 	k, states, now := statusFixture()
 	intr := map[string]service.Interrupted{"eth2": {PID: 77, Started: now.Add(-time.Minute), Source: "/etc/config/sqm", IFB: "ifb4eth2"}}
-	rep := statusReport(k, states, intr, nil, now)
+	rep := statusReport(k, states, intr, nil, now, nil)
 	var devs []string
 	for _, d := range rep.Devices {
 		devs = append(devs, d.Device)
@@ -191,7 +191,7 @@ func TestStatusRefused(t *testing.T) {
 	}{{"with shaped devices", states, nil, true}, {"nothing shaped", nil, nil, true},
 		{"its interface named", states, []string{"wwan0"}, true}, {"another interface named", states, []string{"eth1"}, false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := statusReport(k, tt.states, nil, tt.ifaces, now)
+			rep := statusReport(k, tt.states, nil, tt.ifaces, now, nil)
 			rep.withRefused(fixtureRefused(now), tt.ifaces)
 			var b bytes.Buffer
 			printStatus(&b, rep, "/run/sqm", now)
@@ -248,7 +248,7 @@ func golden(t *testing.T, name string, got []byte) {
 // plan both in State.Plan and State.Owned.Plan.)
 func TestStatusJSON(t *testing.T) {
 	k, states, now := statusFixture()
-	rep := statusReport(k, states, nil, append(service.Interfaces(states), "eth2"), now)
+	rep := statusReport(k, states, nil, append(service.Interfaces(states), "eth2"), now, nil)
 	rep.withRefused(fixtureRefused(now), nil)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -327,7 +327,7 @@ func TestStatusHelpExample(t *testing.T) {
 	st := &service.State{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", SectionPos: "/etc/config/sqm:3",
 		AppliedAt: applied, Queue: wan}
 	var b bytes.Buffer
-	printStatus(&b, statusReport(matchingStatus{k}, []*service.State{st}, nil, []string{"eth1"}, applied), "/run/sqm", applied.Add(5*time.Minute+3*time.Second))
+	printStatus(&b, statusReport(matchingStatus{k}, []*service.State{st}, nil, []string{"eth1"}, applied, nil), "/run/sqm", applied.Add(5*time.Minute+3*time.Second))
 	got := strings.Split(b.String(), "\n")
 	if len(got) < len(example) {
 		t.Fatalf("output shorter than the example:\n%s", b.String())
@@ -343,3 +343,80 @@ func TestStatusHelpExample(t *testing.T) {
 type matchingStatus struct{ fakeStatus }
 
 func (matchingStatus) Matches(*plan.Plan) (bool, string, error) { return true, "", nil }
+
+// rateStatus holds eth1's upload tree at 15000 kbit/s: a plan matches
+// only at that rate.
+type rateStatus struct{ fakeStatus }
+
+func (rateStatus) Matches(p *plan.Plan) (bool, string, error) {
+	if p.Egress != nil && p.Egress.RateKbit == 15000 {
+		return true, "", nil
+	}
+	return false, "egress root: cake bandwidth: want 10000kbit, have 15000kbit", nil
+}
+
+// TestStatusAutorate: a queue the daemon autorates shows its rates,
+// delay, load and last change's reason, and the tree at autorate's rate
+// is not drift (it is when no daemon says so).
+func TestStatusAutorate(t *testing.T) {
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	q := config.Defaults()
+	q.Name, q.Interface, q.Enabled, q.Download, q.Upload = "wan", "eth1", true, 0, 10000
+	q.Autorate.Enabled = true
+	st := &service.State{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", AppliedAt: now.Add(-time.Minute), Queue: q}
+	k := rateStatus{fakeStatus{"eth1": {Device: "eth1", Ifindex: 2, Qdiscs: []kernel.QdiscStatus{{Kind: "cake", Handle: plan.MakeHandle(1, 0), Parent: plan.HandleRoot}}}}}
+	store := &service.Store{Dir: t.TempDir()}
+
+	rep := statusReport(k, []*service.State{st}, nil, nil, now, store)
+	if d := rep.Devices[0].Drift; d == "" {
+		t.Errorf("no autorate status, the tree at 15000 kbit/s: want drift against the base plan, got none")
+	}
+	var b bytes.Buffer
+	printStatus(&b, rep, store.Dir, now)
+	if !strings.Contains(b.String(), "autorate: not running (no daemon runs it): shaped at the base rates") {
+		t.Errorf("without a status file:\n%s", b.String())
+	}
+
+	ar := service.AutorateStatus{Interface: "eth1", Section: "wan", PID: 42, UpdatedAt: now.Add(-300 * time.Millisecond), Running: true, RateChanges: 7,
+		Upload: &service.AutorateDir{RateKbit: 15000, BaseKbit: 10000, MinKbit: 2500, MaxKbit: 20000, Load: 0.93, DelayMs: 2.5, TargetMs: 15,
+			Reason: "increase", LastChange: "increase", LastChangeAgoS: 0.2, Decisions: map[string]uint64{"increase": 5, "hold": 3}},
+		Reflectors: []service.AutorateReflector{{Target: "udp-sqm 9.9.9.9:12866", OneWay: true, Replied: true, RiseMs: [2]float64{0.5, 2.5}}}}
+	js, err := json.Marshal(ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.Dir, "eth1.autorate.json"), js, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep = statusReport(k, []*service.State{st}, nil, nil, now, store)
+	if d := rep.Devices[0].Drift; d != "" {
+		t.Errorf("the tree at autorate's 15000 kbit/s reported as drift: %s", d)
+	}
+	b.Reset()
+	printStatus(&b, rep, store.Dir, now)
+	for _, want := range []string{
+		"autorate: running (daemon pid 42, 7 rate changes, updated 300ms ago)",
+		"upload    15000 kbit/s (2500..20000, base 10000), delay +2.5 ms (target 15), load 93%, increase; last change: increase, 0.2s ago",
+		"reflector udp-sqm 9.9.9.9:12866: one-way +0.5 ms down, +2.5 ms up",
+		"tree as applied",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	printStatus(&b, rep, store.Dir, now.Add(time.Minute))
+	if !strings.Contains(b.String(), "autorate: STALE: daemon pid 42 last updated it 1m0s ago") {
+		t.Errorf("a minute-old status file not called stale:\n%s", b.String())
+	}
+	doc := statusJSON(rep, store.Dir)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"autorate":{"interface":"eth1"`, `"rate_kbit":15000`, `"last_change":"increase"`, `"decisions":{"hold":3,"increase":5}`, `"tree_matches":true`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("status --json lacks %s:\n%s", want, out)
+		}
+	}
+}

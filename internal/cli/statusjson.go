@@ -58,6 +58,10 @@ type statusDev struct {
 	Drift       string               `json:"drift,omitempty"`
 	Kernel      *kernel.DeviceStatus `json:"kernel,omitempty"`
 	Error       string               `json:"error,omitempty"`
+	// Autorate is the daemon's autorate of the queue (service's status
+	// file, snake_case as docs/status-json.md lists it); absent when
+	// autorate is off or no daemon runs it.
+	Autorate *service.AutorateStatus `json:"autorate,omitempty"`
 }
 
 // statusShaping is one applied section.
@@ -131,7 +135,7 @@ func optionsJSON(q *config.Queue) statusOptions {
 func statusJSON(rep *statusOutput, dir string) statusDoc {
 	doc := statusDoc{Schema: statusSchema, StateDir: dir, Devices: []statusDev{}}
 	for _, e := range rep.Devices {
-		d := statusDev{Device: e.Device, IFBOf: e.Of, Kernel: e.Kernel, Error: e.Error, Drift: e.Drift, Interrupted: e.Interrupted}
+		d := statusDev{Device: e.Device, IFBOf: e.Of, Kernel: e.Kernel, Error: e.Error, Drift: e.Drift, Interrupted: e.Interrupted, Autorate: e.Autorate}
 		if st := e.State; st != nil {
 			d.Shaping = &statusShaping{
 				Section: st.Section, Source: st.Source, SectionPos: st.SectionPos,

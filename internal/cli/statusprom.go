@@ -54,8 +54,9 @@ func statusProm(ctx context.Context, env *Env, fs *flag.FlagSet, ifaces []string
 		states, serr := store.All()
 		states, ferr := selectStates(states, ifaces, store.Dir)
 		snap, kerr := metrics.FromStates(conn, states)
+		aerr := metrics.AddAutorate(snap, store, states)
 		snap.Build = metrics.DefaultBuild(Version)
-		return snap, errors.Join(serr, ferr, kerr)
+		return snap, errors.Join(serr, ferr, kerr, aerr)
 	}
 	c := metrics.NewCollector()
 	file := flagString(fs, "prom-file")

@@ -294,7 +294,7 @@ func webStatus(conn statusKernel, d *service.Daemon) (*webStatusDoc, error) {
 	states, serr := d.Svc.Store.All()
 	intr, ierr := d.Svc.Store.Interrupted()
 	serr = errors.Join(serr, ierr)
-	rep := statusReport(conn, states, intr, nil, time.Now())
+	rep := statusReport(conn, states, intr, nil, time.Now(), d.Svc.Store)
 	refused, rerr := d.Svc.Store.Refused()
 	rep.withRefused(refused, nil)
 	serr = errors.Join(serr, rerr)

@@ -105,6 +105,7 @@ type TraceReport struct {
 	probeDown, probeUp []owdRec
 	modemLog           []modemChange
 	modemSamples       []modemSample // the down modem's, one per follower tick
+	t0                 time.Time     // the trace's start
 }
 
 // TraceInfoPair is the trace of each direction.
@@ -248,6 +249,9 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		*[]*TraceInfo{&rep.Trace.Down, &rep.Trace.Up}[i] = info
 	}
 
+	if pq, ok := ctl.(interface{ prepareQueue(*config.Queue) }); ok {
+		pq.prepareQueue(q) // sqm's autorate: the plan carries the autorate ranges
+	}
 	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
 	p, undo, err := t.shape(q)
 	if err != nil {
@@ -346,6 +350,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	rep.Shaping.Status = t.status(t.router, devs...)
 	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds}
 	rep.probeOff, rep.probeDown, rep.probeUp = t0.Sub(prober.epoch), downRecs, upRecs
+	rep.t0 = t0
 	if err := rep.compute(&dirs, o, res, rep.probeOff, downRecs, upRecs, smp); err != nil {
 		return nil, err
 	}
@@ -541,8 +546,9 @@ func (f *follower) close() {
 }
 
 // rateSampler reads sqm's shaping rates from the kernel once a second:
-// cake's configured bandwidth on the WAN device (up) and the IFB (down);
-// other qdiscs report none, and the configured rate stands for them.
+// the root qdisc's configured rate (cake's bandwidth, tbf's rate) on the
+// WAN device (up) and the IFB (down); htb's is its classes', and the
+// configured rate stands for it.
 type rateSampler struct {
 	t        *topology
 	wan, ifb string
@@ -566,21 +572,13 @@ func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 			}
 		}
 		dn, up := float64(s.q.Download)/1000, float64(s.q.Upload)/1000
-		devs := []string{s.wan}
-		if s.ifb != "" {
-			devs = append(devs, s.ifb)
-		}
-		for _, st := range s.t.status(s.t.router, devs...) {
-			for _, qd := range st.Qdiscs {
-				if qd.Cake == nil || qd.Cake.CapacityEstimate == 0 {
-					continue
-				}
-				v := float64(qd.Cake.CapacityEstimate) * 8 / 1e6
-				if st.Device == s.wan {
-					up = v
-				} else {
-					dn = v
-				}
+		if r, ok := s.t.rootRates(s.wan, s.ifb); ok {
+			dn, up = r[0], r[1]
+			if r[0] == 0 {
+				dn = float64(s.q.Download) / 1000
+			}
+			if r[1] == 0 {
+				up = float64(s.q.Upload) / 1000
 			}
 		}
 		s.mu.Lock()
@@ -759,8 +757,9 @@ func pad(v []float64, n int) []float64 {
 }
 
 // Autorate, when set, makes sqm's autorate controller for `sqm lab
-// --autorate`; nil means it is not built into the lab (yet), and the flag
-// is refused rather than run with something else.
+// --autorate` (autorate.go); nil in a build without it (-tags
+// sqm_noautorate), where the flag is refused rather than run with
+// something else.
 var Autorate func() Controller
 
 // WriteText prints what a trace run measured.

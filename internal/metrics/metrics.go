@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"sqm/internal/kernel"
+	"sqm/internal/service"
 )
 
 // Snapshot is everything one scrape shows.
@@ -58,6 +59,9 @@ type Queue struct {
 	AppliedAt time.Time
 	// Directions are egress and ingress, those the section shapes.
 	Directions []Direction
+	// Autorate is the daemon's autorate of the queue (its status file);
+	// nil when autorate is off or no daemon runs it.
+	Autorate *service.AutorateStatus
 }
 
 // Direction is one shaped direction of a queue.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sqm/internal/config"
+	"sqm/internal/json"
 	"sqm/internal/kernel"
 	"sqm/internal/plan"
 	"sqm/internal/service"
@@ -95,6 +96,47 @@ func fixture() (fakeKernel, []*service.State, *TestResult) {
 	return k, states, res
 }
 
+// fixtureAutorate is eth1's autorate: both directions, one one-way
+// reflector, one round-trip one, one that never answered.
+func fixtureAutorate() *service.AutorateStatus {
+	return &service.AutorateStatus{Interface: "eth1", Section: "wan", Running: true, RateChanges: 41,
+		Download: &service.AutorateDir{RateKbit: 72000, BaseKbit: 80000, MinKbit: 20000, MaxKbit: 160000, Load: 0.95, DelayMs: 3.5, TargetMs: 15,
+			Reason: "hold", LastChange: "delay", Decisions: map[string]uint64{"hold": 200, "delay": 3, "increase": 17}},
+		Upload: &service.AutorateDir{RateKbit: 10000, BaseKbit: 10000, MinKbit: 2500, MaxKbit: 20000, Load: 0.1, DelayMs: -1, TargetMs: 15,
+			Reason: "drift", LastChange: "start", Decisions: map[string]uint64{"drift": 220}},
+		Reflectors: []service.AutorateReflector{
+			{Target: "udp-sqm 192.0.2.1:12866", OneWay: true, Replied: true, BaselineMs: [2]float64{5.25, 4.5}, RiseMs: [2]float64{3.5, 0.25}},
+			{Target: "icmp-echo 192.0.2.2", Replied: true, BaselineMs: [2]float64{11}, RiseMs: [2]float64{2}, Lost: 1},
+			{Target: "icmp-timestamp 192.0.2.3", Lost: 9},
+		}}
+}
+
+// TestAddAutorate: the daemon's status file of a queue with autorate on
+// becomes its Autorate; queues with autorate off get none.
+func TestAddAutorate(t *testing.T) {
+	k, states, _ := fixture()
+	states[0].Queue.Autorate.Enabled = true // eth1
+	store := &service.Store{Dir: t.TempDir()}
+	js, _ := json.Marshal(fixtureAutorate())
+	for _, i := range []string{"eth1", "eth2"} {
+		if err := os.WriteFile(filepath.Join(store.Dir, i+".autorate.json"), js, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := FromStates(k, states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AddAutorate(snap, store, states); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range snap.Queues {
+		if want := q.Interface == "eth1"; (q.Autorate != nil) != want || (want && q.Autorate.Download.RateKbit != 72000) {
+			t.Errorf("%s: autorate %+v", q.Interface, q.Autorate)
+		}
+	}
+}
+
 func render(t *testing.T, c *Collector, k StatusReader, states []*service.State, res *TestResult) []byte {
 	t.Helper()
 	snap, err := FromStates(k, states)
@@ -103,6 +145,11 @@ func render(t *testing.T, c *Collector, k StatusReader, states []*service.State,
 	}
 	snap.LastTest = res
 	snap.Build = BuildInfo{Version: "v1.2.3", GoVersion: "go1.26.8"}
+	for i := range snap.Queues {
+		if snap.Queues[i].Interface == "eth1" {
+			snap.Queues[i].Autorate = fixtureAutorate()
+		}
+	}
 	var buf bytes.Buffer
 	if err := c.Write(&buf, snap, nil); err != nil {
 		t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"sqm/internal/kernel"
+	"sqm/internal/service"
 )
 
 // ContentType is the exposition format's media type.
@@ -62,6 +64,18 @@ var families = []family{
 	{"sqm_cake_tin_sparse_flows", "gauge", "Flows in the tin that send little (they get priority)."},
 	{"sqm_cake_tin_bulk_flows", "gauge", "Flows in the tin with a standing queue."},
 	{"sqm_cake_tin_unresponsive_flows", "gauge", "Flows in the tin that do not slow down on drops."},
+	{"sqm_autorate_running", "gauge", "1 while the daemon's autorate moves the queue's rates; 0 when it fell back to the base rates or is not running (the status says why)."},
+	{"sqm_autorate_rate_changes_total", "counter", "Rate changes autorate set on the queue's shapers (both directions) since it started."},
+	{"sqm_autorate_rate_bytes_per_second", "gauge", "The shaping rate autorate set for the direction."},
+	{"sqm_autorate_min_rate_bytes_per_second", "gauge", "The lowest rate autorate may set for the direction."},
+	{"sqm_autorate_max_rate_bytes_per_second", "gauge", "The highest rate autorate may set for the direction."},
+	{"sqm_autorate_load_ratio", "gauge", "What the direction's shaper sent over the last 200 ms as a share of its rate."},
+	{"sqm_autorate_delay_seconds", "gauge", "The delay rise over the reflectors' baselines autorate acted on for the direction (absent while no reflector answers)."},
+	{"sqm_autorate_target_seconds", "gauge", "The direction's delay target."},
+	{"sqm_autorate_decisions_total", "counter", "Autorate's decisions for the direction, one per tick, by reason (increase, delay, hold, ...)."},
+	{"sqm_autorate_reflector_delay_seconds", "gauge", "A reflector's latest delay rise over its baseline: one-way down and up, or the round trip (direction rtt)."},
+	{"sqm_autorate_reflector_baseline_seconds", "gauge", "A reflector's baseline delay (one-way ones include the unknown offset of the two clocks)."},
+	{"sqm_autorate_reflector_lost", "gauge", "Probes to the reflector lost in a row."},
 	{"sqm_test_info", "gauge", "Always 1; the labels describe the last bufferbloat test."},
 	{"sqm_test_start_timestamp_seconds", "gauge", "When the last bufferbloat test started (Unix time)."},
 	{"sqm_test_download_bytes_per_second", "gauge", "Download goodput of the last bufferbloat test."},
@@ -236,6 +250,9 @@ func (c *Collector) queue(x *exposition, q Queue) {
 	if !q.AppliedAt.IsZero() {
 		x.add("sqm_queue_applied_timestamp_seconds", float64(q.AppliedAt.UnixNano())/1e9, "interface", q.Interface)
 	}
+	if q.Autorate != nil {
+		autorate(x, q.Interface, q.Autorate)
+	}
 	for _, d := range q.Directions {
 		l := []string{"interface", q.Interface, "direction", d.Name}
 		x.addInt("sqm_queue_rate_bytes_per_second", d.RateKbit*1000/8, l...)
@@ -291,6 +308,53 @@ func (c *Collector) queue(x *exposition, q Queue) {
 			}
 			x.addInt("sqm_queue_ecn_marked_packets_total", marks, l...)
 		}
+	}
+}
+
+// autorate adds a queue's autorate series.
+func autorate(x *exposition, iface string, a *service.AutorateStatus) {
+	x.addInt("sqm_autorate_running", b2i(a.Running && !a.Fallback), "interface", iface)
+	x.addInt("sqm_autorate_rate_changes_total", a.RateChanges, "interface", iface)
+	for _, d := range []struct {
+		name string
+		d    *service.AutorateDir
+	}{{"egress", a.Upload}, {"ingress", a.Download}} {
+		if d.d == nil {
+			continue
+		}
+		l := []string{"interface", iface, "direction", d.name}
+		x.addInt("sqm_autorate_rate_bytes_per_second", d.d.RateKbit*1000/8, l...)
+		x.addInt("sqm_autorate_min_rate_bytes_per_second", d.d.MinKbit*1000/8, l...)
+		x.addInt("sqm_autorate_max_rate_bytes_per_second", d.d.MaxKbit*1000/8, l...)
+		x.add("sqm_autorate_load_ratio", d.d.Load, l...)
+		if d.d.DelayMs >= 0 {
+			x.add("sqm_autorate_delay_seconds", d.d.DelayMs/1e3, l...)
+		}
+		x.add("sqm_autorate_target_seconds", d.d.TargetMs/1e3, l...)
+		reasons := make([]string, 0, len(d.d.Decisions))
+		for r := range d.d.Decisions {
+			reasons = append(reasons, r)
+		}
+		slices.Sort(reasons)
+		for _, r := range reasons {
+			x.addInt("sqm_autorate_decisions_total", d.d.Decisions[r], append(l[:4:4], "reason", r)...)
+		}
+	}
+	for _, r := range a.Reflectors {
+		if !r.Replied {
+			x.addInt("sqm_autorate_reflector_lost", uint64(r.Lost), "interface", iface, "reflector", r.Target)
+			continue
+		}
+		dirs := []string{"rtt"}
+		if r.OneWay {
+			dirs = []string{"ingress", "egress"}
+		}
+		for i, dir := range dirs {
+			l := []string{"interface", iface, "reflector", r.Target, "direction", dir}
+			x.add("sqm_autorate_reflector_delay_seconds", r.RiseMs[i]/1e3, l...)
+			x.add("sqm_autorate_reflector_baseline_seconds", r.BaselineMs[i]/1e3, l...)
+		}
+		x.addInt("sqm_autorate_reflector_lost", uint64(r.Lost), "interface", iface, "reflector", r.Target)
 	}
 }
 

@@ -33,11 +33,36 @@ type KernelSource struct {
 func (s *KernelSource) Snapshot() (*Snapshot, error) {
 	states, err := s.Store.All()
 	snap, kerr := FromStates(s.Kernel, states)
+	aerr := AddAutorate(snap, s.Store, states)
 	snap.Build = s.Build
 	if s.LastTest != nil {
 		snap.LastTest = s.LastTest()
 	}
-	return snap, errors.Join(err, kerr)
+	return snap, errors.Join(err, kerr, aerr)
+}
+
+// AddAutorate adds to snap's queues the autorate status the daemon keeps
+// in store for each of states with autorate on.
+func AddAutorate(snap *Snapshot, store *service.Store, states []*service.State) error {
+	var errs []error
+	on := map[string]bool{}
+	for _, st := range states {
+		if st != nil && st.Queue.Autorate.Enabled {
+			on[st.Interface] = true
+		}
+	}
+	for i := range snap.Queues {
+		q := &snap.Queues[i]
+		if !on[q.Interface] {
+			continue
+		}
+		a, err := store.Autorate(q.Interface)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		q.Autorate = a
+	}
+	return errors.Join(errs...)
 }
 
 // FromStates builds a snapshot of the interfaces in states; the error

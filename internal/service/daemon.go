@@ -66,11 +66,19 @@ type Daemon struct {
 	Restore    bool
 	StopOnExit bool
 	Log        *logger.Logger
+	// Autorate starts the autorate loop of a queue with autorate on
+	// (autorate.go); nil: the build's own (StartAutorate).
+	Autorate AutorateStarter
+	// OnAutorate, if set, is told how many autorate loops run after each
+	// change (the CLI sizes the daemon's memory limit with it).
+	OnAutorate func(loops int)
 
 	queues   []config.Queue
 	refused  []*config.SectionError
 	cfgStamp stamp
 	reported map[string]string
+
+	ar *autorates
 
 	mu      sync.Mutex
 	last    map[string]Outcome
@@ -160,6 +168,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	maxWait := 5 * debounce
 	d.reported = map[string]string{}
 	d.cfgStamp = statConfig(d.ConfigPath)
+	start := d.Autorate
+	if start == nil {
+		start = StartAutorate
+	}
+	kern := d.Svc.Kernel
+	d.ar = &autorates{start: start, store: d.Svc.Store, log: d.log(), mtu: kern.LinkMTU}
+	d.Svc.Kernel = autorateKernel{Kernel: kern, a: d.ar}
+	defer func() {
+		d.ar.stopAll()
+		d.Svc.Kernel = kern
+	}()
 	if f, err := d.Load(d.ConfigPath); f == nil {
 		// Nothing known about the sections: what an earlier run
 		// shaped stays until the file can be read.
@@ -421,6 +440,14 @@ func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool)
 	outs, err := op()
 	if what != "check" {
 		d.record(outs, err)
+	}
+	if d.ar != nil {
+		// Loops for the queues now applied with autorate on; those
+		// whose tree was re-applied start again on the new tree.
+		states, _ := d.Svc.Store.All()
+		if n := d.ar.sync(states); d.OnAutorate != nil {
+			d.OnAutorate(n)
+		}
 	}
 	for _, o := range outs {
 		if o.Action == ActUnchanged && !verbose {

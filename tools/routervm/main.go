@@ -7,7 +7,7 @@
 //	go run ./tools/routervm [-arch mipsle,arm] [-keep] [-refresh] [-v]
 //
 // For each CPU it builds sqm as the router package is built (static,
-// stripped, -tags sqm_nolab,sqm_notest,sqm_noweb; -tags measures another
+// stripped, -tags sqm_nolab,sqm_notest,sqm_noweb,sqm_noautorate; -tags measures another
 // build), puts it with that
 // architecture's busybox-static and the qdisc modules into an initramfs
 // (internal/vm's standalone mode: no host share, the host's binaries are
@@ -72,7 +72,7 @@ var targets = []target{
 
 // routerTags is the router package's build (dist/openwrt, make sizes'
 // "minimal" column).
-const routerTags = "sqm_nolab,sqm_notest,sqm_noweb"
+const routerTags = "sqm_nolab,sqm_notest,sqm_noweb,sqm_noautorate"
 
 // guestModules are loaded at boot, with what they depend on; fq_codel is
 // built into Debian's kernels. The smoke's recipes need the rest: cake,

@@ -139,7 +139,10 @@ fi
 
 # The daemon, started before its interface exists: it must shape lan9 as
 # soon as it appears. Its peak RSS with that one interface shaped goes to
-# the host, which holds it to the budget.
+# the host, which holds it to the budget. The queue has autorate on,
+# probing the guest's own loopback: a build with autorate (-tags without
+# sqm_noautorate) runs its loop, so the RSS includes it; the router
+# package, built without, shapes at the base rates and logs why.
 cat >$C <<EOC
 config queue 'lan'
 	option enabled '1'
@@ -148,6 +151,9 @@ config queue 'lan'
 	option upload '5000'
 	option script 'piece_of_cake.qos'
 	option qdisc 'cake'
+	option autorate '1'
+	option autorate_probe 'icmp'
+	list autorate_reflector '127.0.0.1'
 EOC
 $SQM daemon --config $C --state-dir $S >/tmp/daemon.log 2>&1 &
 dpid=$!
@@ -170,6 +176,8 @@ else
 	# Let it settle (the first check interval's work, the log lines).
 	sleep 2
 	echo "SMOKE RSS $(grep VmHWM /proc/$dpid/status | tr -s ' \t' ' ') $(grep VmRSS /proc/$dpid/status | tr -s ' \t' ' ')"
+	grep -q 'autorate started' /tmp/daemon.log && echo "autorate: running"
+	grep -o 'autorate not running.*' /tmp/daemon.log | head -n 1
 	kill -TERM $dpid
 	(sleep 10 && kill -KILL $dpid) 2>/dev/null &
 	watchdog=$!

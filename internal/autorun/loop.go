@@ -1,0 +1,508 @@
+// Package autorun runs sqm's autorate for one queue: it feeds the
+// reflector probes' samples (internal/reflector) and the shaper's own
+// counters to the controller (internal/autorate) every probe interval, and
+// when a direction's rate changed it sets the new rate on the running tree
+// (plan.Rerate, kernel SetRate). The daemon runs one Loop per queue with
+// autorate on, the lab runs one against its emulated link: both through
+// this package, so what the lab measures is what a router runs.
+//
+// The loop talks to the kernel and the probes through small interfaces
+// (Shaper, Prober), so its logic (rates set only when they change, the
+// fall back to the base rate when no reflector answers, replacements,
+// status) is tested with fakes and a fake clock.
+//
+// A failure never leaves a queue unshaped or stuck at a bad rate: when the
+// probes fail or no reflector answers for Config.FallbackAfter, the loop
+// puts both directions back at their base rate and says so in its status;
+// when replies come back it starts the controller afresh from the base.
+package autorun
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"sqm/internal/autorate"
+	"sqm/internal/reflector"
+)
+
+// Shaper is one direction's shaper in the kernel.
+type Shaper interface {
+	// Read fills sh with the shaper's cumulative counters.
+	Read(sh *autorate.Shaper) error
+	// SetRate changes the running tree's rate to bits/s. It returns the
+	// rate actually set (the tree's resolution, kbit/s), which is what
+	// the status shows.
+	SetRate(bits uint64) (uint64, error)
+}
+
+// Prober is what the loop needs of a *reflector.Prober.
+type Prober interface {
+	Run(ctx context.Context, emit func(*reflector.Sample)) error
+	Replace(i int, t reflector.Target) error
+}
+
+// Config is one loop.
+type Config struct {
+	// Name says whose loop this is in log lines (the interface).
+	Name string
+	// Controller is the controller's configuration; its Reflectors must
+	// be the kinds of Targets, slot by slot (KindOf).
+	Controller autorate.Config
+	// Shapers per direction (autorate.Down, autorate.Up); nil: that
+	// direction is not shaped, its rate is never set.
+	Shapers [2]Shaper
+	Prober  Prober
+	// Targets are the prober's targets, slot by slot; Spares are the
+	// reflectors a slot the controller gives up on is refilled from.
+	Targets []reflector.Target
+	Spares  []reflector.Target
+	// FallbackAfter: no reply from any reflector for this long and both
+	// directions go back to their base rates (default 10 s). The
+	// controller itself holds the rate through shorter stalls.
+	FallbackAfter time.Duration
+	// Logf gets one line per event worth a log line (not per tick).
+	Logf func(format string, args ...any)
+	// Debugf, if set, gets one line per rate change with the decision's
+	// reason and what it saw (a debug log, the lab's test).
+	Debugf func(format string, args ...any)
+	// BufferSize bounds the samples held between ticks (default 256).
+	BufferSize int
+	// AccountCPU locks the loop's and the prober's goroutines to their
+	// own OS threads, so that the kernel's per-thread accounting is
+	// autorate's CPU (Status.CPUSeconds; the lab reports it). Every
+	// wake-up of a locked goroutine then hands the runtime's P to its
+	// thread and back (a futex wake-up each way), which the daemon, not
+	// reporting it, does without.
+	AccountCPU bool
+}
+
+// Loop is one running autorate. Step and Status may be called from
+// different goroutines; Step from one at a time.
+type Loop struct {
+	cfg   Config
+	ctl   *autorate.Controller
+	buf   *reflector.Buffer
+	rs    []reflector.Sample
+	in    autorate.Input
+	st    autorate.Status
+	spare int
+	asked []bool // replacement asked for and logged, per slot
+
+	stalledSince time.Duration
+	fallback     bool
+	lastErr      [2]string // the last SetRate error logged, per direction
+
+	mu      sync.Mutex
+	status  Status
+	changed chan struct{}
+}
+
+// Status is what status pages and metrics show of a loop.
+type Status struct {
+	Running  bool   // the loop is ticking
+	Fallback bool   // at the base rates: no reflector answered for FallbackAfter
+	Err      string // why the loop stopped or fell back ("" while fine)
+	Dir      [2]DirStatus
+	// Reflectors per slot.
+	Reflectors []ReflectorStatus
+	// Decisions counts the controller's decisions by reason, per direction
+	// (index autorate.Reason).
+	Decisions   [2][MaxReasons]uint64
+	RateChanges uint64 // rate changes set on the shaper, both directions (the start at the base rate is none)
+	SetErrors   uint64 // rate changes the kernel refused
+	Dropped     uint64 // samples dropped because the loop fell behind
+	Ticks       uint64
+	// CPUSeconds is the kernel's accounting of the loop's and the
+	// prober's threads (see Run), LoopCPU and ProberCPU each's; 0 until
+	// Run returns.
+	CPUSeconds, LoopCPU, ProberCPU float64
+}
+
+// MaxReasons bounds autorate.Reason values counted in Decisions.
+const MaxReasons = 16
+
+// DirStatus is one direction.
+type DirStatus struct {
+	Shaped        bool
+	RateBits      uint64 // set on the shaper now
+	BaseBits      uint64
+	MinBits       uint64
+	MaxBits       uint64
+	AchievedBits  uint64        // what the shaper sent over the last 200 ms
+	Load          float64       // AchievedBits / RateBits
+	Delay         time.Duration // the delay rise the controller acted on
+	HaveDelay     bool
+	Target        time.Duration
+	Reason        autorate.Reason // the last tick's decision
+	Changed       autorate.Reason // the reason of the last rate change
+	ChangedAgo    time.Duration   // how long ago (at the last tick)
+	Queueing      bool
+	LastSetErr    string
+	LastSetErrAgo time.Duration
+}
+
+// ReflectorStatus is one probe slot.
+type ReflectorStatus struct {
+	Target   string // reflector.Target's String
+	OneWay   bool
+	Replied  bool
+	Baseline [2]time.Duration // down, up (one-way); [0] the round trip otherwise
+	Rise     [2]time.Duration
+	Lost     int
+	Replace  autorate.Why
+}
+
+// KindOf is the controller's kind of a reflector target: ICMP kinds share
+// a fate (an ISP's ICMP policy), UDP kinds another.
+func KindOf(k reflector.Kind) autorate.Kind {
+	if k.UDP() {
+		return autorate.KindUDP
+	}
+	return autorate.KindICMP
+}
+
+// New checks cfg and makes the loop; the controller starts at the base
+// rates on the first Step.
+func New(cfg Config) (*Loop, error) {
+	if cfg.Prober == nil {
+		return nil, errors.New("autorun: no prober")
+	}
+	if cfg.Shapers[autorate.Down] == nil && cfg.Shapers[autorate.Up] == nil {
+		return nil, errors.New("autorun: neither direction is shaped")
+	}
+	if len(cfg.Targets) != len(cfg.Controller.Reflectors) {
+		return nil, errors.New("autorun: " + strconv.Itoa(len(cfg.Targets)) + " targets for " + strconv.Itoa(len(cfg.Controller.Reflectors)) + " controller slots")
+	}
+	for i, t := range cfg.Targets {
+		if KindOf(t.Kind) != cfg.Controller.Reflectors[i] {
+			return nil, errors.New("autorun: slot " + strconv.Itoa(i) + ": target " + t.String() + " is not of the controller's kind " + cfg.Controller.Reflectors[i].String())
+		}
+	}
+	if cfg.FallbackAfter == 0 {
+		cfg.FallbackAfter = 10 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.BufferSize == 0 {
+		cfg.BufferSize = 256
+	}
+	cfg.Controller = cfg.Controller.WithDefaults()
+	ctl, err := autorate.New(cfg.Controller)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
+		changed: make(chan struct{}, 1)}
+	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
+	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
+	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
+	l.status.Reflectors = make([]ReflectorStatus, len(cfg.Targets))
+	for d := range l.status.Dir {
+		dc := &cfg.Controller.Dir[d]
+		// The tree was built at the base rate: that is what runs.
+		l.status.Dir[d] = DirStatus{Shaped: cfg.Shapers[d] != nil, RateBits: dc.Base, BaseBits: dc.Base, MinBits: dc.Min, MaxBits: dc.Max, Target: dc.Target}
+	}
+	return l, nil
+}
+
+// Emit is the prober's emit function: it buffers the sample until the
+// next Step.
+func (l *Loop) Emit(s *reflector.Sample) { l.buf.Add(s) }
+
+// Interval is how often Step should run: the controller's probe interval.
+func (l *Loop) Interval() time.Duration { return l.cfg.Controller.ProbeInterval }
+
+// Step runs one tick at now (a monotonic time since the loop's origin,
+// the clock the samples' Sent times are converted to by origin): the
+// samples since the last tick and the shapers' counters go to the
+// controller, and a changed rate to the shaper.
+func (l *Loop) Step(now time.Duration, origin time.Time) {
+	var dropped uint64
+	l.rs, dropped = l.buf.Drain(l.rs[:0])
+	l.in.Samples = l.in.Samples[:0]
+	replied := false
+	for i := range l.rs {
+		s := &l.rs[i]
+		as := autorate.Sample{Reflector: s.Target, Lost: s.Lost}
+		if !s.Sent.IsZero() {
+			as.Sent = s.Sent.Sub(origin)
+		}
+		if !s.Lost {
+			replied = true
+			as.OneWay, as.Down, as.Up, as.RTT = s.OneWay, s.Down, s.Up, s.RTT
+		}
+		l.in.Samples = append(l.in.Samples, as)
+	}
+	var readErr [2]error
+	for d, sh := range l.cfg.Shapers {
+		if sh != nil {
+			readErr[d] = sh.Read(&l.in.Shaper[d])
+		}
+	}
+
+	// No reply for FallbackAfter: base rates and a fresh controller when
+	// replies come back (its idea of the link is stale by then).
+	if replied {
+		l.stalledSince = -1
+	} else if l.stalledSince < 0 {
+		l.stalledSince = now
+	}
+	if l.fallback {
+		if !replied {
+			l.count(now, dropped)
+			return
+		}
+		l.cfg.Logf("autorate %s: reflectors answer again; the controller starts over from the base rates", l.cfg.Name)
+		l.ctl, _ = autorate.New(l.cfg.Controller) // validated in New
+		l.fallback = false
+		l.setStatus(func(s *Status) { s.Fallback, s.Err = false, "" })
+	} else if l.stalledSince >= 0 && now-l.stalledSince >= l.cfg.FallbackAfter {
+		l.fallBack(now, "no reflector answered for "+l.cfg.FallbackAfter.String())
+		l.count(now, dropped)
+		return
+	}
+
+	out := l.ctl.Tick(now, &l.in)
+	changed := [2]bool{}
+	var setErr [2]error
+	var set [2]uint64
+	for d := range out.Dir {
+		o := &out.Dir[d]
+		sh := l.cfg.Shapers[d]
+		if sh == nil || !o.Changed {
+			continue
+		}
+		got, err := sh.SetRate(o.Rate)
+		if err != nil {
+			setErr[d] = err
+			// Once per distinct error: a tree removed under the loop
+			// (sqm stop from the CLI) fails every change until the
+			// daemon notices and stops the loop.
+			if msg := err.Error(); msg != l.lastErr[d] {
+				l.lastErr[d] = msg
+				l.cfg.Logf("autorate %s: set %s rate %d bit/s: %v", l.cfg.Name, autorate.Dir(d), o.Rate, err)
+			}
+			continue
+		}
+		l.lastErr[d] = ""
+		changed[d], set[d] = true, got
+	}
+	for _, r := range out.Replace {
+		l.replace(r)
+	}
+	l.ctl.Status(&l.st)
+	if l.cfg.Debugf != nil {
+		for d := range changed {
+			if cs := &l.st.Dir[d]; changed[d] {
+				l.cfg.Debugf("autorate %s: %s %d bit/s (%v): delay %v (fresh %v) achieved %d load %.2f queueing %v slope %.3f",
+					l.cfg.Name, autorate.Dir(d), set[d], cs.Reason, cs.Delay, cs.HaveDelay, cs.Achieved, cs.Load, cs.Queueing, cs.Slope)
+			}
+		}
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.status
+	s.Running = true
+	s.Ticks++
+	s.Dropped += dropped
+	for d := range s.Dir {
+		ds, cs := &s.Dir[d], &l.st.Dir[d]
+		if changed[d] && set[d] != ds.RateBits {
+			ds.RateBits = set[d]
+			s.RateChanges++
+			select {
+			case l.changed <- struct{}{}:
+			default:
+			}
+		}
+		if setErr[d] != nil {
+			s.SetErrors++
+			ds.LastSetErr, ds.LastSetErrAgo = setErr[d].Error(), 0
+		} else if readErr[d] != nil {
+			ds.LastSetErr, ds.LastSetErrAgo = "read counters: "+readErr[d].Error(), 0
+		} else if ds.LastSetErr != "" {
+			ds.LastSetErrAgo += l.Interval()
+		}
+		ds.AchievedBits, ds.Load, ds.Delay, ds.HaveDelay = cs.Achieved, cs.Load, cs.Delay, cs.HaveDelay
+		ds.Reason, ds.Changed, ds.ChangedAgo, ds.Queueing = cs.Reason, cs.Changed, now-cs.ChangedAt, cs.Queueing
+		if r := cs.Reason; r < MaxReasons {
+			s.Decisions[d][r]++
+		}
+	}
+	for i := range l.st.Reflectors {
+		if i >= len(s.Reflectors) {
+			break
+		}
+		r := &l.st.Reflectors[i]
+		s.Reflectors[i] = ReflectorStatus{Target: l.cfg.Targets[i].String(), OneWay: r.OneWay, Replied: r.Replied,
+			Baseline: r.Baseline, Rise: r.Rise, Lost: r.Lost, Replace: r.Replace}
+	}
+}
+
+func (l *Loop) count(now time.Duration, dropped uint64) {
+	l.mu.Lock()
+	l.status.Ticks++
+	l.status.Dropped += dropped
+	l.mu.Unlock()
+}
+
+// fallBack puts both directions at their base rate.
+func (l *Loop) fallBack(now time.Duration, why string) {
+	l.fallback = true
+	errs := l.base()
+	msg := why + "; shaping at the base rates"
+	if len(errs) > 0 {
+		msg += " (failed: " + errs[0] + ")"
+	}
+	l.cfg.Logf("autorate %s: %s", l.cfg.Name, msg)
+	l.setStatus(func(s *Status) { s.Fallback, s.Err = true, msg })
+}
+
+// base sets both directions' base rates; it returns what failed.
+func (l *Loop) base() []string {
+	var errs []string
+	for d, sh := range l.cfg.Shapers {
+		if sh == nil {
+			continue
+		}
+		got, err := sh.SetRate(l.cfg.Controller.Dir[d].Base)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		l.mu.Lock()
+		l.status.Dir[d].RateBits = got
+		l.mu.Unlock()
+	}
+	return errs
+}
+
+// replace refills a slot the controller gave up on from the spares (of
+// the same controller kind), round robin; without one it logs once and
+// leaves the slot as it is.
+func (l *Loop) replace(r autorate.Replacement) {
+	if r.Slot < 0 || r.Slot >= len(l.cfg.Targets) {
+		return
+	}
+	old := l.cfg.Targets[r.Slot]
+	for n := 0; n < len(l.cfg.Spares); n++ {
+		i := (l.spare + n) % len(l.cfg.Spares)
+		t := l.cfg.Spares[i]
+		if KindOf(t.Kind) != KindOf(old.Kind) {
+			continue
+		}
+		if err := l.cfg.Prober.Replace(r.Slot, t); err != nil {
+			continue // another slot probes it, or no socket for it
+		}
+		l.spare = i + 1
+		l.cfg.Spares[i] = old // the old one may be fine again later
+		l.cfg.Targets[r.Slot] = t
+		l.ctl.Replace(r.Slot, KindOf(t.Kind))
+		l.asked[r.Slot] = false
+		l.cfg.Logf("autorate %s: reflector %v replaced by %v (%v)", l.cfg.Name, old, t, r.Why)
+		return
+	}
+	if !l.asked[r.Slot] {
+		l.asked[r.Slot] = true
+		l.cfg.Logf("autorate %s: reflector %v %v; no spare reflector to replace it", l.cfg.Name, old, r.Why)
+	}
+}
+
+func (l *Loop) setStatus(f func(*Status)) {
+	l.mu.Lock()
+	f(&l.status)
+	l.mu.Unlock()
+}
+
+// Changed receives when a rate changed (one pending at most: the loop
+// never waits for a reader).
+func (l *Loop) Changed() <-chan struct{} { return l.changed }
+
+// Status copies the loop's status into st (reusing st.Reflectors).
+func (l *Loop) Status(st *Status) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	refl := append(st.Reflectors[:0], l.status.Reflectors...)
+	*st = l.status
+	st.Reflectors = refl
+}
+
+// Run ticks the loop every Interval and runs the prober until ctx ends,
+// then puts the base rates back (the tree as it was applied); with
+// Config.AccountCPU the loop's goroutine and the prober's each hold their
+// OS thread, so that the kernel's per-thread accounting (RUSAGE_THREAD) is
+// the CPU autorate costs, which Status.CPUSeconds reports when Run
+// returns. A
+// prober that fails puts the rates back at their bases and ends Run with
+// its error: the queue stays shaped.
+func (l *Loop) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	origin := time.Now()
+	type result struct {
+		err error
+		cpu float64
+	}
+	pdone := make(chan result, 1)
+	lock := lockThread
+	if !l.cfg.AccountCPU {
+		lock = func() func() float64 { return func() float64 { return 0 } }
+	}
+	go func() {
+		cpu := lock()
+		err := l.cfg.Prober.Run(ctx, l.Emit)
+		pdone <- result{err, cpu()}
+	}()
+	cpu := lock()
+	tk := time.NewTicker(l.Interval())
+	defer tk.Stop()
+	var perr error
+	running := true
+	for running {
+		select {
+		case <-ctx.Done():
+			running = false
+		case r := <-pdone:
+			perr = r.err
+			if perr == nil {
+				perr = errors.New("probes stopped")
+			}
+			l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
+			l.addCPU(r.cpu, false)
+			pdone = nil
+			running = false
+		case <-tk.C:
+			l.Step(time.Since(origin), origin)
+		}
+	}
+	cancel()
+	if perr == nil {
+		l.base() // stopped: leave the tree as it was applied
+	}
+	if pdone != nil {
+		r := <-pdone
+		l.addCPU(r.cpu, false)
+	}
+	l.addCPU(cpu(), true)
+	l.setStatus(func(s *Status) { s.Running = false })
+	if perr != nil {
+		return errors.New("autorate " + l.cfg.Name + ": " + perr.Error())
+	}
+	return nil
+}
+
+func (l *Loop) addCPU(s float64, loop bool) {
+	l.setStatus(func(st *Status) {
+		st.CPUSeconds += s
+		if loop {
+			st.LoopCPU += s
+		} else {
+			st.ProberCPU += s
+		}
+	})
+}

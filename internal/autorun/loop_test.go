@@ -1,0 +1,395 @@
+package autorun
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sqm/internal/autorate"
+	"sqm/internal/reflector"
+)
+
+// fakeShaper is a direction that sends at whatever rate it is set to (a
+// full shaper with a queue) until told otherwise.
+type fakeShaper struct {
+	mu      sync.Mutex
+	rate    uint64
+	sets    []uint64
+	bytes   float64
+	last    time.Duration
+	now     *time.Duration
+	load    float64 // fraction of the rate sent
+	failSet error
+}
+
+func (f *fakeShaper) Read(sh *autorate.Shaper) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	dt := *f.now - f.last
+	f.last = *f.now
+	f.bytes += float64(f.rate) * f.load * dt.Seconds() / 8
+	*sh = autorate.Shaper{Bytes: uint64(f.bytes), HaveQueue: true, Backlog: 3000}
+	return nil
+}
+
+func (f *fakeShaper) SetRate(bits uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failSet != nil {
+		return f.rate, f.failSet
+	}
+	f.rate = bits / 1000 * 1000
+	f.sets = append(f.sets, f.rate)
+	return f.rate, nil
+}
+
+type fakeProber struct {
+	mu       sync.Mutex
+	replaced map[int]reflector.Target
+	runErr   error
+}
+
+func (p *fakeProber) Run(ctx context.Context, emit func(*reflector.Sample)) error {
+	if p.runErr != nil {
+		return p.runErr
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (p *fakeProber) Replace(i int, t reflector.Target) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replaced == nil {
+		p.replaced = map[int]reflector.Target{}
+	}
+	p.replaced[i] = t
+	return nil
+}
+
+func target(s string) reflector.Target {
+	t, err := reflector.ParseTarget(s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+type rig struct {
+	t       *testing.T
+	now     time.Duration
+	origin  time.Time
+	down    *fakeShaper
+	up      *fakeShaper
+	prober  *fakeProber
+	loop    *Loop
+	logs    []string
+	seq     uint32
+	targets []reflector.Target
+}
+
+func newRig(t *testing.T, upShaped bool, spares ...reflector.Target) *rig {
+	r := &rig{t: t, origin: time.Now(), prober: &fakeProber{}}
+	r.down = &fakeShaper{now: &r.now, load: 1}
+	r.up = &fakeShaper{now: &r.now, load: 0.05}
+	r.targets = []reflector.Target{target("sqm://10.0.0.1"), target("sqm://10.0.0.2")}
+	cfg := Config{
+		Name: "wan",
+		Controller: autorate.DefaultConfig(
+			autorate.DirConfig{Min: 2e6, Base: 40e6, Max: 80e6},
+			autorate.DirConfig{Min: 1e6, Base: 10e6, Max: 20e6},
+			[]autorate.Kind{autorate.KindUDP, autorate.KindUDP}),
+		Prober:        r.prober,
+		Targets:       r.targets,
+		Spares:        spares,
+		FallbackAfter: 5 * time.Second,
+		AccountCPU:    true,
+		Logf:          func(f string, a ...any) { r.logs = append(r.logs, f) },
+	}
+	cfg.Shapers[autorate.Down] = r.down
+	if upShaped {
+		cfg.Shapers[autorate.Up] = r.up
+	}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.loop = l
+	return r
+}
+
+// tick advances 100 ms: each slot in replying sends one probe 100 ms ago
+// whose one-way down delay is 10 ms + rise (up 5 ms), the others are
+// reported lost (as the prober does after its timeout), except while none
+// replies: a stall, where the losses come only after the timeout.
+func (r *rig) tick(rise time.Duration, replying ...int) {
+	r.now += 100 * time.Millisecond
+	for i := range r.targets {
+		if len(replying) > 0 && !slices.Contains(replying, i) {
+			r.seq++
+			s := reflector.Sample{Target: i, Addr: r.targets[i].Addr, Kind: r.targets[i].Kind, Seq: r.seq, Lost: true}
+			r.loop.Emit(&s)
+		}
+	}
+	for _, i := range replying {
+		r.seq++
+		s := reflector.Sample{Target: i, Addr: r.targets[i].Addr, Kind: r.targets[i].Kind, Seq: r.seq,
+			Sent: r.origin.Add(r.now - 100*time.Millisecond), OneWay: true, Down: 10*time.Millisecond + rise, Up: 5 * time.Millisecond}
+		r.loop.Emit(&s)
+	}
+	r.loop.Step(r.now, r.origin)
+}
+
+func (r *rig) status() Status {
+	var st Status
+	r.loop.Status(&st)
+	return st
+}
+
+// The first tick sets the base rates; a flat delay under full load
+// probes up; a delay well over target cuts, with reason delay, and each
+// change reaches the shaper once.
+func TestStepFollowsTheController(t *testing.T) {
+	r := newRig(t, true)
+	r.tick(0, 0, 1)
+	if len(r.down.sets) != 1 || r.down.sets[0] != 40e6 || len(r.up.sets) != 1 || r.up.sets[0] != 10e6 {
+		t.Fatalf("first tick set down %v, up %v; want the base rates 40e6, 10e6", r.down.sets, r.up.sets)
+	}
+	for range 30 {
+		r.tick(0, 0, 1)
+	}
+	st := r.status()
+	if r.down.rate <= 40e6 || st.Dir[autorate.Down].RateBits != r.down.rate {
+		t.Fatalf("after 3 s fully loaded with a flat delay: down rate %d (status %d), want above the base 40e6", r.down.rate, st.Dir[0].RateBits)
+	}
+	if r.up.rate != 10e6 {
+		t.Errorf("the lightly loaded upload moved to %d", r.up.rate)
+	}
+	select {
+	case <-r.loop.Changed():
+	default:
+		t.Error("rates changed, Changed did not say so")
+	}
+	select {
+	case <-r.loop.Changed():
+		t.Error("Changed holds more than one pending signal")
+	default:
+	}
+	before := r.down.rate
+	for range 5 {
+		r.tick(60*time.Millisecond, 0, 1)
+	}
+	st = r.status()
+	if r.down.rate >= before {
+		t.Fatalf("a 60 ms rise left the download at %d (was %d)", r.down.rate, before)
+	}
+	if c := st.Dir[autorate.Down].Changed; c != autorate.ReasonDelay && c != autorate.ReasonBottleneckBelow {
+		t.Errorf("last change's reason %v, want delay", c)
+	}
+	if st.RateChanges != uint64(len(r.down.sets)+len(r.up.sets)-2) {
+		t.Errorf("status counts %d rate changes, the shapers saw %d besides the two starts at base", st.RateChanges, len(r.down.sets)+len(r.up.sets)-2)
+	}
+	for i := 1; i < len(r.down.sets); i++ {
+		if r.down.sets[i] == r.down.sets[i-1] {
+			t.Errorf("rate %d set twice in a row", r.down.sets[i])
+		}
+	}
+	var n uint64
+	for _, c := range st.Decisions[autorate.Down] {
+		n += c
+	}
+	if n != st.Ticks || st.Ticks != 36 {
+		t.Errorf("%d decisions counted over %d ticks, want one per tick (36)", n, st.Ticks)
+	}
+	if !st.Dir[0].HaveDelay || st.Dir[0].Delay < 40*time.Millisecond {
+		t.Errorf("status delay %v (have %v), want the 60 ms rise", st.Dir[0].Delay, st.Dir[0].HaveDelay)
+	}
+	if len(st.Reflectors) != 2 || st.Reflectors[0].Target != "udp-sqm 10.0.0.1:12866" || !st.Reflectors[0].OneWay {
+		t.Errorf("reflectors %+v", st.Reflectors)
+	}
+}
+
+// An unshaped direction is never set.
+func TestUnshapedDirection(t *testing.T) {
+	r := newRig(t, false)
+	for range 20 {
+		r.tick(0, 0, 1)
+	}
+	if len(r.up.sets) != 0 {
+		t.Errorf("unshaped upload set to %v", r.up.sets)
+	}
+	if st := r.status(); st.Dir[autorate.Up].Shaped || !st.Dir[autorate.Down].Shaped {
+		t.Errorf("shaped flags %v %v", st.Dir[0].Shaped, st.Dir[1].Shaped)
+	}
+}
+
+// No reply for FallbackAfter: base rates, said in the status; replies
+// again: a fresh controller, from the base.
+func TestFallbackToBase(t *testing.T) {
+	r := newRig(t, true)
+	for range 40 {
+		r.tick(0, 0, 1)
+	}
+	if r.down.rate <= 40e6 {
+		t.Fatalf("download did not probe up (%d): the test needs it above base", r.down.rate)
+	}
+	for range 49 {
+		r.tick(0)
+	}
+	if st := r.status(); st.Fallback || r.down.rate == 40e6 {
+		t.Fatalf("fell back after 4.9 s of silence (rate %d, status %+v); FallbackAfter is 5 s, and the controller holds through stalls", r.down.rate, st.Fallback)
+	}
+	r.tick(0)
+	r.tick(0)
+	st := r.status()
+	if !st.Fallback || r.down.rate != 40e6 || r.up.rate != 10e6 || !strings.Contains(st.Err, "no reflector answered") {
+		t.Fatalf("after 5 s without replies: down %d up %d, fallback %v %q; want the base rates and the reason", r.down.rate, r.up.rate, st.Fallback, st.Err)
+	}
+	if st.Dir[0].RateBits != 40e6 {
+		t.Errorf("status rate %d", st.Dir[0].RateBits)
+	}
+	n := len(r.down.sets)
+	for range 20 {
+		r.tick(0)
+	}
+	if len(r.down.sets) != n {
+		t.Errorf("rates set while in fallback: %v", r.down.sets[n:])
+	}
+	r.tick(0, 0, 1)
+	st = r.status()
+	if st.Fallback || st.Err != "" {
+		t.Errorf("replies again, still in fallback: %+v", st.Err)
+	}
+	for range 30 {
+		r.tick(0, 0, 1)
+	}
+	if r.down.rate <= 40e6 {
+		t.Errorf("the fresh controller did not take over: down %d", r.down.rate)
+	}
+}
+
+// A slot that stops answering while the other answers is refilled from
+// the spares; without spares it is logged once.
+func TestReplaceFromSpares(t *testing.T) {
+	spare := target("sqm://10.0.0.9")
+	r := newRig(t, true, target("icmp://10.0.0.8"), spare)
+	for range 10 {
+		r.tick(0, 0, 1)
+	}
+	for range 60 {
+		r.tick(0, 0) // slot 1 silent
+		if len(r.prober.replaced) > 0 {
+			break
+		}
+	}
+	got, ok := r.prober.replaced[1]
+	if !ok || got.String() != spare.String() {
+		t.Fatalf("replacements %v, want slot 1 -> %v (the UDP spare, not the ICMP one)", r.prober.replaced, spare)
+	}
+	if r.loop.cfg.Targets[1].String() != spare.String() || r.loop.cfg.Spares[1].String() != r.targets[1].String() {
+		t.Errorf("targets %v spares %v after the swap", r.loop.cfg.Targets, r.loop.cfg.Spares)
+	}
+
+	r2 := newRig(t, true)
+	for range 10 {
+		r2.tick(0, 0, 1)
+	}
+	for range 60 {
+		r2.tick(0, 0)
+	}
+	n := 0
+	for _, l := range r2.logs {
+		if strings.Contains(l, "no spare") {
+			n++
+		}
+	}
+	if n != 1 || len(r2.prober.replaced) != 0 {
+		t.Errorf("without spares: %d log lines about it, %d replacements; want 1, 0", n, len(r2.prober.replaced))
+	}
+}
+
+// A rate the kernel refuses is counted and shown, and the status keeps
+// the rate that runs.
+func TestSetRateError(t *testing.T) {
+	r := newRig(t, true)
+	r.tick(0, 0, 1)
+	r.down.failSet = errors.New("netlink: no such device")
+	for range 30 {
+		r.tick(0, 0, 1)
+	}
+	st := r.status()
+	if st.SetErrors == 0 || !strings.Contains(st.Dir[0].LastSetErr, "no such device") {
+		t.Errorf("set errors %d, last %q", st.SetErrors, st.Dir[0].LastSetErr)
+	}
+	if st.Dir[0].RateBits != 40e6 {
+		t.Errorf("status rate %d, want the 40e6 that runs", st.Dir[0].RateBits)
+	}
+	n := 0
+	for _, l := range r.logs {
+		if strings.Contains(l, "set %s rate") {
+			n++
+		}
+	}
+	if n != 1 || st.SetErrors < 2 {
+		t.Errorf("%d refused changes logged %d times; want once", st.SetErrors, n)
+	}
+}
+
+// Probes that fail put the base rates back and end Run with the error.
+func TestRunProbesFail(t *testing.T) {
+	r := newRig(t, true)
+	r.loop.cfg.Prober = &fakeProber{runErr: errors.New("socket: operation not permitted")}
+	r.down.now, r.up.now = new(time.Duration), new(time.Duration)
+	r.down.rate = 55e6
+	err := r.loop.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+		t.Fatalf("Run: %v", err)
+	}
+	st := r.status()
+	if !st.Fallback || r.down.rate != 40e6 || r.up.rate != 10e6 || st.Running {
+		t.Errorf("after the probes failed: down %d up %d, status %+v", r.down.rate, r.up.rate, st)
+	}
+}
+
+// Run ticks until ctx ends, puts the base rates back and reports the CPU
+// of its threads.
+func TestRunTicks(t *testing.T) {
+	r := newRig(t, true)
+	clock := new(time.Duration)
+	r.down.now, r.up.now = clock, clock
+	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	defer cancel()
+	if err := r.loop.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := r.status()
+	if st.Ticks < 2 || st.Running || st.CPUSeconds < 0 {
+		t.Errorf("ticks %d running %v cpu %v", st.Ticks, st.Running, st.CPUSeconds)
+	}
+	if len(r.down.sets) != 2 || r.down.sets[0] != 40e6 || r.down.sets[1] != 40e6 {
+		t.Errorf("download set %v, want the base at the start and again at the end", r.down.sets)
+	}
+}
+
+func TestNewChecks(t *testing.T) {
+	ctl := autorate.DefaultConfig(autorate.DirConfig{Min: 1e6, Base: 2e6, Max: 4e6}, autorate.DirConfig{Min: 1e6, Base: 2e6, Max: 4e6}, []autorate.Kind{autorate.KindICMP})
+	sh := [2]Shaper{&fakeShaper{now: new(time.Duration)}, nil}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Controller: ctl, Shapers: sh, Targets: []reflector.Target{target("1.1.1.1")}}, "no prober"},
+		{Config{Controller: ctl, Prober: &fakeProber{}, Targets: []reflector.Target{target("1.1.1.1")}}, "neither direction"},
+		{Config{Controller: ctl, Shapers: sh, Prober: &fakeProber{}}, "0 targets for 1"},
+		{Config{Controller: ctl, Shapers: sh, Prober: &fakeProber{}, Targets: []reflector.Target{target("dns://1.1.1.1")}}, "not of the controller's kind icmp"},
+	} {
+		_, err := New(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: %v, want %q", err, c.want)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"sqm/internal/netlink"
+	"sqm/internal/nlattr"
+	"sqm/internal/plan"
+)
+
+// ShaperCounters is what the autorate loop reads of one direction's tree
+// several times a second: the root qdisc's cumulative counters (what the
+// shaper sent, queues and dropped: htb and tbf add their leaves' backlog
+// and drops to their own), the ECN marks of every qdisc on the device
+// (they live in the leaves' xstats: fq_codel, cake), and cake's largest
+// per-tin average delay when the root is cake.
+type ShaperCounters struct {
+	Bytes        uint64
+	Backlog      uint32 // bytes queued
+	Drops, Marks uint64
+	CakeDelayUS  uint32 // 0: not cake, or an empty cake
+	Cake         bool
+	// RateBits is the root's configured rate (cake's bandwidth, tbf's
+	// rate), bits/s; 0 for htb, whose rates are its classes'. cake's
+	// capacity estimate in its statistics is not it: cake sets that at
+	// creation and a rate change in place leaves it.
+	RateBits uint64
+}
+
+// LinkIndex returns the device's ifindex; the error wraps ErrNoLink if it
+// is missing.
+func (c *Conn) LinkIndex(iface string) (int, error) {
+	l, err := c.linkByName(iface)
+	if err != nil {
+		return 0, err
+	}
+	return l.Index, nil
+}
+
+// ShaperCounters reads the counters of the trees on ifindex[0] and
+// ifindex[1] (0: none) into sc, from one dump of the qdiscs: the kernel
+// dumps every device's qdiscs whatever the request names, so two devices
+// cost what one does. Status also dumps every class and filter (cake's
+// flows among the classes), which a loop reading each probe interval
+// cannot afford on a router.
+func (c *Conn) ShaperCounters(ifindex [2]int, sc *[2]ShaperCounters) error {
+	req := make([]byte, tcmsgLen)
+	req[0] = unix.AF_UNSPEC
+	msgs, err := c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
+	for i := 1; i < dumpTries && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
+		msgs, err = c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
+	}
+	if err != nil {
+		return explain("dump qdiscs", err, "")
+	}
+	*sc = [2]ShaperCounters{}
+	var root [2]bool
+	for _, m := range msgs {
+		q, err := decodeObject(m.Data)
+		if err != nil {
+			return fmt.Errorf("shaper counters: %w", err)
+		}
+		for i := range ifindex {
+			if ifindex[i] != 0 && q.Ifindex == ifindex[i] {
+				root[i] = sc[i].add(&q) || root[i]
+			}
+		}
+	}
+	for i := range ifindex {
+		if ifindex[i] != 0 && !root[i] {
+			return fmt.Errorf("shaper counters of ifindex %d: no root qdisc: %w", ifindex[i], ErrNoLink)
+		}
+	}
+	return nil
+}
+
+// add counts one qdisc of the device; it reports whether it was the root.
+func (sc *ShaperCounters) add(q *object) bool {
+	switch q.Kind {
+	case "fq_codel":
+		if x := decodeFqCodelXStats(q.XStats); x != nil {
+			sc.Marks += uint64(x.ECNMark)
+		}
+	case "cake":
+		if x := decodeCakeXStats(q.XStats); x != nil {
+			for _, tin := range x.Tins {
+				sc.Marks += uint64(tin.ECNMarkedPackets)
+				if q.Parent == plan.HandleRoot && tin.AvgDelayUS > sc.CakeDelayUS {
+					sc.CakeDelayUS = tin.AvgDelayUS
+				}
+			}
+		}
+	}
+	if q.Parent != plan.HandleRoot {
+		return false
+	}
+	sc.Bytes, sc.Backlog, sc.Drops = q.Stats.Bytes, q.Stats.BacklogBytes, uint64(q.Stats.Drops)
+	sc.Cake = q.Kind == "cake"
+	sc.RateBits = rootRate(q)
+	return true
+}
+
+// rootRate reads cake's TCA_CAKE_BASE_RATE64 (bytes/s) or tbf's rate
+// (TCA_TBF_RATE64, else the tc_ratespec in TCA_TBF_PARMS) in bits/s.
+func rootRate(q *object) uint64 {
+	ad := nlattr.NewDecoder(q.Options)
+	var rate uint64
+	for ad.Next() {
+		switch {
+		case q.Kind == "cake" && ad.Type() == tcaCakeBaseRate64:
+			return 8 * scalar(ad.Bytes())
+		case q.Kind == "tbf" && ad.Type() == 4: // TCA_TBF_RATE64
+			return 8 * scalar(ad.Bytes())
+		case q.Kind == "tbf" && ad.Type() == 1: // TCA_TBF_PARMS
+			if b := ad.Bytes(); len(b) >= 12 {
+				rate = 8 * uint64(u32At(b, 8))
+			}
+		}
+	}
+	return rate
+}

@@ -1,0 +1,93 @@
+package kernel
+
+import (
+	"errors"
+	"testing"
+
+	"sqm/internal/plan"
+	"sqm/internal/testutil"
+)
+
+// TestShaperCountersHost: the autorate loop's one-dump read of both
+// directions (htb and tbf roots, pfifo leaves, on the host kernel) agrees
+// with Status's root counters, sees a burst queued behind the shaper, and
+// reads the root's configured rate where the root has one (tbf).
+func TestShaperCountersHost(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		script             string
+		egressBits, inBits uint64 // RateBits expected
+	}{
+		{"simplest_tbf", 100000, 10000000},
+		{"simple", 0, 0}, // htb: the rates are the classes'
+	} {
+		t.Run(c.script, func(t *testing.T) {
+			ns, conn := setupNS(t)
+			q := queue(c.script, "pfifo")
+			q.Download, q.Upload = 10000, 100
+			p := build(t, q)
+			res := applyCycle(t, ns, conn, p)
+			idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
+			var sc [2]ShaperCounters
+			if err := conn.ShaperCounters(idx, &sc); err != nil {
+				t.Fatal(err)
+			}
+			if sc[1].RateBits != c.egressBits || sc[0].RateBits != c.inBits {
+				t.Errorf("configured rates egress %d, ingress %d; want %d, %d", sc[1].RateBits, sc[0].RateBits, c.egressBits, c.inBits)
+			}
+			sendFrames(t, ns, "wan0", framesFrom(ns, "wan0", "wan1", 20, 200))
+			if err := conn.ShaperCounters(idx, &sc); err != nil {
+				t.Fatal(err)
+			}
+			if sc[1].Backlog == 0 {
+				t.Errorf("20 frames sent into 100 kbit/s, none queued: %+v", sc[1])
+			}
+			st := drained(t, conn, "wan0", p.Ingress.IFB)
+			if err := conn.ShaperCounters(idx, &sc); err != nil {
+				t.Fatal(err)
+			}
+			for d, ds := range []DeviceStatus{st[1], st[0]} {
+				var root *QdiscStatus
+				for i := range ds.Qdiscs {
+					if ds.Qdiscs[i].Parent == plan.HandleRoot {
+						root = &ds.Qdiscs[i]
+					}
+				}
+				if root == nil {
+					t.Fatalf("%s: no root qdisc in %+v", ds.Device, ds)
+				}
+				if sc[d].Bytes != root.Bytes || sc[d].Drops != uint64(root.Drops) || sc[d].Backlog != 0 || sc[d].Cake {
+					t.Errorf("%s: shaper counters %+v, Status's root %+v", ds.Device, sc[d], root.Counters)
+				}
+			}
+			if sc[1].Bytes < 20*200 {
+				t.Errorf("egress sent %d bytes, want the 20 frames", sc[1].Bytes)
+			}
+			if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
+				t.Errorf("a device without a tree: %v, want ErrNoLink", err)
+			}
+		})
+	}
+}
+
+// BenchmarkShaperCounters is the autorate loop's read of both directions
+// (simple recipe, pfifo leaves, on the host kernel), once per 100 ms tick.
+func BenchmarkShaperCounters(b *testing.B) {
+	testutil.RequireRoot(b)
+	ns, conn := setupNS(b)
+	_ = ns
+	q := queue("simple", "pfifo")
+	p := build(b, q)
+	res, err := conn.Apply(p, nil, ApplyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
+	var sc [2]ShaperCounters
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := conn.ShaperCounters(idx, &sc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+//go:build !sqm_noautorate
+
+package lab
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"sqm/internal/autorate"
+	"sqm/internal/config"
+	"sqm/internal/testutil"
+	"sqm/internal/trace"
+)
+
+// TestVMTraceAutorate runs sqm's autorate (internal/autorun, in this
+// process) on testdata's autorate-step-8-2-8.steps: the download's
+// capacity 8 -> 2 Mbit/s at 8 s and back to 8 at 16 s (24 s; the upload a
+// fixed 2 Mbit/s), rrul loading both directions, sqm shaping cake from
+// 90 % of the line (7.2 / 1.8 Mbit/s), the download from 1 Mbit/s (half
+// the low step: config's default minimum, base/4 = 1.8 Mbit/s, is 90 % of
+// it, too close to drain the modem's queue) to 2 x base, the upload
+// fixed, the delay target the default 15 ms. The controller probes the
+// lab's server (its sqm server's echo, ICMP timestamps) through the
+// emulated modem; the ground-truth probes are the lab's own. Rates: the
+// emulated VM carries about 8 Mbit/s of this load (at 16 Mbit/s goodput
+// stayed near 5, which the controller rightly took for the capacity).
+//
+// The bounds are issue 26's:
+//   - step down: 1 s after the capacity fell, the rate the loop set is
+//     below the new capacity (2 Mbit/s). The modem is before the IFB's
+//     cake here, so "cake idle, link loaded, delay rising" says the
+//     capacity at once; 1 s is the issue's time to be back under target,
+//     which needs the rate below capacity well before.
+//   - step up: within 5 s of the capacity doubling back, the rate reaches
+//     90 % of it (7.2 Mbit/s).
+//   - the kernel has the rate: cake's bandwidth read once a second from
+//     the kernel (Series.RateDownMbps) in the 2 Mbit/s step's settled
+//     seconds (11..15) is at most 2.5 Mbit/s (the controller probes up
+//     near the capacity; fixed shaping would read 7.2).
+//   - induced one-way delay, download p95 at most 60 ms (four times the
+//     15 ms target): the step down fills the modem's FIFO at 6 Mbit/s
+//     until the cut, and the drain takes DrainTime (0.5 s), so about a
+//     second of the 24 carries up to ~100 ms; 5 % of the run is 1.2 s,
+//     so p95 lands at the episode's tail or in steady state, well under
+//     what fixed shaping gives here (the 1000-packet FIFO full at 2
+//     Mbit/s: seconds).
+//
+// Known to fail the step up (runs of 2026-12-02): in the 2 Mbit/s step
+// the controller holds 1.0-1.2 Mbit/s, where a probe's wait behind one
+// packet in sqm's own cake (12 ms at 1 Mbit/s) reads as a queue against
+// the 15 ms target, and from there the step up is x7, more than 5 s at
+// +50 %/s.
+func TestVMTraceAutorate(t *testing.T) {
+	testutil.RequireVM(t)
+	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	o := DefaultOptions()
+	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
+	o.Duration = tr.Length
+	o.Idle = 2 * time.Second
+	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
+	ctl := Autorate().(*sqmAutorate)
+	// The upload has no trace: its capacity is the line's fixed 2 Mbit/s
+	// and its autorate range is its base rate alone, so this test is the
+	// download's step.
+	ctl.queue = func(q *config.Queue) {
+		q.Autorate.UploadMin, q.Autorate.UploadMax = q.Upload, q.Upload
+		q.Autorate.DownloadMin = 1000
+	}
+	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
+	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("trace report:\n%s", b.String())
+	s := rep.Series
+	for k := range s.TS {
+		t.Logf("%2d s: capacity %5.2f rate %5.2f goodput %5.2f Mbit/s, induced down %7.1f ms (max %7.1f) | up rate %4.2f goodput %4.2f, induced %6.1f ms",
+			k, s.CapacityDownMbps[k], s.RateDownMbps[k], s.GoodputDownMbps[k], s.InducedDownMs[k], s.InducedDownMaxMs[k], s.RateUpMbps[k], s.GoodputUpMbps[k], s.InducedUpMs[k])
+	}
+	log := ctl.log()
+	base := [2]uint64{rep.Shaping.DownloadKbit * 1000, rep.Shaping.UploadKbit * 1000}
+	// rate is the download rate the loop had set at trace time at.
+	rate := func(at time.Duration) uint64 {
+		r := base[autorate.Down]
+		for _, c := range log {
+			if c.dir == autorate.Down && c.at.Sub(rep.t0) <= at {
+				r = c.bits
+			}
+		}
+		return r
+	}
+	t.Logf("trace start at %.1fs of the test; controller CPU: loop %.2f s, prober %.2f s", rep.t0.Sub(start).Seconds(), ctl.last.LoopCPU, ctl.last.ProberCPU)
+	if rep.ModemLateMs > 50 {
+		t.Logf("note: the modem's schedule ran up to %.0f ms late: the VM was short of CPU (host load?)", rep.ModemLateMs)
+	}
+
+	steps := tr.Steps()
+	down, up := steps[1], steps[2]
+	if r := rate(down.Start + time.Second); r >= down.Bits {
+		t.Errorf("1 s after the capacity fell to %.1f Mbit/s (at %v) the rate was %.2f Mbit/s, want below it", float64(down.Bits)/1e6, down.Start, float64(r)/1e6)
+	}
+	reached := time.Duration(-1)
+	for at := up.Start; at <= up.Start+5*time.Second; at += 10 * time.Millisecond {
+		if rate(at) >= up.Bits*9/10 {
+			reached = at - up.Start
+			break
+		}
+	}
+	if reached < 0 {
+		t.Errorf("within 5 s of the capacity rising to %.1f Mbit/s (at %v) the rate never reached 90 %% of it (at 5 s: %.2f Mbit/s)", float64(up.Bits)/1e6, up.Start, float64(rate(up.Start+5*time.Second))/1e6)
+	} else {
+		t.Logf("90 %% of the new capacity %.2f s after the step up", reached.Seconds())
+	}
+	for k := 11; k < 16 && k < len(s.RateDownMbps); k++ {
+		if r := s.RateDownMbps[k]; r < 0 || r > 2.5 {
+			t.Errorf("second %d: cake's bandwidth in the kernel %.2f Mbit/s, want a read of at most 2.5 on the 2 Mbit/s step", k, r)
+		}
+	}
+	if p := rep.Controller.InducedOWDMs.Down.P95; p > 60 || p < 0 {
+		t.Errorf("download induced delay p95 %.1f ms, want at most 60 ms", p)
+	}
+	c := rep.Controller
+	if c.Name != "sqm-autorate" || c.RateChanges == 0 || c.CPUSeconds <= 0 {
+		t.Errorf("controller %+v: want sqm-autorate with rate changes and the kernel's CPU time of its threads", c)
+	}
+	n := 0
+	for i, ch := range log {
+		if i < 2 && ch.bits == base[ch.dir] {
+			continue // the start at the base rate
+		}
+		n++
+	}
+	if n < c.RateChanges {
+		t.Errorf("%d rate changes reported, %d set", c.RateChanges, n)
+	}
+}
