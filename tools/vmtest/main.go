@@ -62,8 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the work directory with binaries and logs")
 	benchRe := fs.String("bench", "", "also run the BenchmarkVM benchmarks matching this `regex` (\".\" for all)")
 	benchtime := fs.String("benchtime", "", "benchmark `time` or count (go test's -benchtime: 2s, 100x)")
+	var env envList
+	fs.Var(&env, "env", "add `KEY=VALUE` to the tests' environment in the VM (repeatable), e.g. a switch a test reads; the VM's environment is otherwise clean")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run ./tools/vmtest [-run REGEX] [-bench REGEX] [-timeout D] [PKG...]")
+		fmt.Fprintln(stderr, "usage: go run ./tools/vmtest [-run REGEX] [-bench REGEX] [-timeout D] [-env KEY=VALUE] [PKG...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -179,6 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Kernel warnings and stacks (a soft lockup, a WARN_ON) show up
 		// in the streamed console; the verdict comes from the logs.
 		KernelArgs: vm.VerboseKernelArgs,
+		Env:        env,
 		Timeout:    *vmTimeout,
 		Stdout:     sum,
 	})
@@ -435,4 +438,20 @@ func (s *summarizer) line(l string) {
 		return
 	}
 	fmt.Fprintln(s.w, l)
+}
+
+// envList is -env's value: the guest starts with a clean environment
+// (vm.Config), so a switch a VM test reads, like SQM_AUTORATE_STEPUP, has to
+// be handed in by name.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	k, _, ok := strings.Cut(v, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n'\"") {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	*e = append(*e, v)
+	return nil
 }
