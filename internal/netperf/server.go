@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -197,13 +196,15 @@ func peerOf(a net.Addr) netip.Addr {
 
 // errnos the client shows ("netperf: remote error N" and its text): the
 // only words a stock netperf client prints from a refusal; the server's
-// log says the rest.
+// log says the rest. They are Linux's generic numbers (linuxErrno's), not
+// this build's syscall constants: on a mips router those differ (93 is
+// 120 there), and the clients that read them are x86 and ARM machines.
 const (
-	errnoAccess      = int(syscall.EACCES)          // wrong or missing passphrase
-	errnoBusy        = int(syscall.EBUSY)           // address testing, server full, group over its time
-	errnoInvalid     = int(syscall.EINVAL)          // test too long, by byte count, bad sizes
-	errnoUnsupported = int(syscall.EPROTONOSUPPORT) // not an omni test we serve
-	errnoAddrFamily  = int(syscall.EAFNOSUPPORT)    // data family is not the control's
+	errnoAccess      = 13 // EACCES: wrong or missing passphrase
+	errnoBusy        = 16 // EBUSY: address testing, server full, group over its time
+	errnoInvalid     = 22 // EINVAL: test too long, by byte count, bad sizes
+	errnoUnsupported = 93 // EPROTONOSUPPORT: not an omni test we serve
+	errnoAddrFamily  = 97 // EAFNOSUPPORT: data family is not the control's
 )
 
 // handle serves one control connection: an optional passphrase, one omni

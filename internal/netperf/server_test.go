@@ -6,16 +6,17 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"sqm/internal/bloat"
 	"sqm/internal/netperf"
+	"sqm/internal/testutil"
 )
 
 // needTools skips unless each tool is in PATH.
@@ -116,7 +117,9 @@ func TestServerNetperfClient(t *testing.T) {
 			if kv["REMOTE_SOCKET_TOS"] != "0x20" {
 				t.Errorf("REMOTE_SOCKET_TOS=%q, want 0x20\n%s", kv["REMOTE_SOCKET_TOS"], out)
 			}
-			if tc.test != "UDP_RR" && kv["REMOTE_CONG_CONTROL"] == "" {
+			// qemu-user (make bigendian) does not translate
+			// getsockopt(TCP_CONGESTION): the server reads nothing there.
+			if tc.test != "UDP_RR" && kv["REMOTE_CONG_CONTROL"] == "" && os.Getenv(testutil.QEMUUserEnv) != "1" {
 				t.Errorf("no REMOTE_CONG_CONTROL\n%s", out)
 			}
 		})
@@ -278,7 +281,7 @@ func isTimeout(err error) bool {
 func TestServerSharesLimits(t *testing.T) {
 	needLoopbackAliases(t)
 	_, gate, port := loopServer(t, bloat.Limits{MaxClients: 1, MaxStreams: 2})
-	busy := int32(syscall.EBUSY)
+	busy := int32(16) // EBUSY in Linux's generic numbering, which the server sends on every arch
 	c1, r1 := request(t, port, "127.0.0.1", streamRequest(30))
 	c2, r2 := request(t, port, "127.0.0.1", streamRequest(30))
 	if r1.Errno() != 0 || r2.Errno() != 0 {
