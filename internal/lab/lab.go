@@ -132,7 +132,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			err = cerr
 		}
 	}()
-	t, q := r.t, r.q
+	t := r.t
 	rep = &Report{Link: r.link}
 
 	o.progress("measuring without SQM (%s, %v load)", o.Mode, o.Duration)
@@ -141,9 +141,8 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}
 	rep.Link.Modem.Before = t.status(t.isp, ispDown, ispUp)
 
-	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
-	p, undo, err := t.shape(q)
-	if err != nil {
+	var undo func() error
+	if rep.Shaping, undo, err = r.shape(&o); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -151,9 +150,6 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			err = uerr
 		}
 	}()
-	rep.Shaping = ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
-		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
-		Source: r.src, Plan: p}
 
 	o.progress("measuring with SQM (%s, %v load)", o.Mode, o.Duration)
 	if rep.After, err = t.measure(ctx, &o, "with SQM"); err != nil {
@@ -161,7 +157,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}
 	rep.Link.Modem.After = t.status(t.isp, ispDown, ispUp)
 	devs := []string{wanDev}
-	if p.Ingress != nil && p.Ingress.IFB != "" {
+	if p := rep.Shaping.Plan; p.Ingress != nil && p.Ingress.IFB != "" {
 		devs = append(devs, p.Ingress.IFB)
 	}
 	rep.Shaping.Status = t.status(t.router, devs...)

@@ -19,6 +19,21 @@ type rig struct {
 	link LinkReport
 }
 
+// shape applies the rig's shaping to the WAN veth and describes it for the
+// report; Run and the trace run shape the same way, so their reports
+// compare. The function returned removes the shaping.
+func (r *rig) shape(o *Options) (ShapingReport, func() error, error) {
+	q := r.q
+	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
+	p, undo, err := r.t.shape(q)
+	if err != nil {
+		return ShapingReport{}, nil, err
+	}
+	return ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
+		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
+		Source: r.src, Plan: p}, undo, nil
+}
+
 // setup fills o's defaults in place and builds the rig. Everything that
 // can be refused from the options alone (the link, the shaping, a kernel
 // without the modules) is refused before a namespace exists; if a later

@@ -252,9 +252,8 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	if pq, ok := ctl.(interface{ prepareQueue(*config.Queue) }); ok {
 		pq.prepareQueue(q) // sqm's autorate: the plan carries the autorate ranges
 	}
-	o.progress("shaping %s with sqm: %s/%s, %d kbit/s down, %d kbit/s up", wanDev, q.Script, q.Qdisc, q.Download, q.Upload)
-	p, undo, err := t.shape(q)
-	if err != nil {
+	var undo func() error
+	if rep.Shaping, undo, err = r.shape(&o); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -262,9 +261,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 			err = uerr
 		}
 	}()
-	rep.Shaping = ShapingReport{Interface: wanDev, Script: q.Script, Qdisc: q.Qdisc,
-		DownloadKbit: q.Download, UploadKbit: q.Upload, LinkLayer: q.LinkLayer, Overhead: q.Overhead,
-		Source: r.src, Plan: p}
+	p := rep.Shaping.Plan
 	ifb := ""
 	if p.Ingress != nil {
 		ifb = p.Ingress.IFB
