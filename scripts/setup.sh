@@ -36,7 +36,13 @@
 #                      pinned so that nothing else comes from it
 #                      (the package's netserver service is not needed; the
 #                      tests run their own netserver in a netns)
-#   flent              TestFlentOpens and the e2e test open our .flent.gz
+#   flent              TestFlentOpens and the e2e test open our .flent.gz;
+#                      internal/netperf runs `flent rrul` against sqm server
+#   fping              flent's ICMP pinger (a Recommends of flent): without
+#                      it flent falls back to iputils ping, cannot parse its
+#                      output and gives up the rrul run before it starts
+#                      ("Cannot parse output of the system ping binary"),
+#                      writing no data file
 #   python3-matplotlib flent's plotting (only a Recommends of flent, so
 #                      --no-install-recommends alone leaves flent unable to
 #                      plot: "Unable to plot -- matplotlib is missing!")
@@ -56,7 +62,7 @@
 #                      the page tests' screenshots show no readable text
 set -eu
 
-pkgs="qemu-system-x86 qemu-system-mips qemu-system-arm qemu-user-static linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt netperf ethtool flent python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
+pkgs="qemu-system-x86 qemu-system-mips qemu-system-arm qemu-user-static linux-image-amd64 kmod xz-utils zstd busybox-static iproute2 iperf3 iputils-ping irtt netperf ethtool flent fping python3-matplotlib librsvg2-bin prometheus clang nginx chromium fonts-liberation"
 
 missing=""
 for p in $pkgs; do
@@ -88,7 +94,7 @@ fi
 # things themselves so a broken set-up fails here, with its name, and not
 # as a skipped or puzzling test later.
 fail=""
-for c in qemu-system-x86_64 qemu-system-mipsel qemu-system-arm qemu-mips-static apt-get dpkg /sbin/depmod /sbin/modprobe busybox ip tc iperf3 ping irtt netperf netserver ethtool flent rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
+for c in qemu-system-x86_64 qemu-system-mipsel qemu-system-arm qemu-mips-static apt-get dpkg /sbin/depmod /sbin/modprobe busybox ip tc iperf3 ping irtt netperf netserver ethtool flent fping rsvg-convert xz zstd promtool prometheus clang nginx chromium; do
 	command -v "$c" >/dev/null 2>&1 || fail="$fail $c"
 done
 # busybox must have its ash applet: the OpenWrt script tests run it.

@@ -308,18 +308,23 @@ const flentTolerance = 0.10
 // at the link's rate and agree with sqm test's, and its UDP latency
 // series (netperf UDP_RR, as no irtt server answers) must have data.
 func TestNetperfServerFlentRRUL(t *testing.T) {
-	needTools(t, "netperf", "flent", "ping")
+	needTools(t, "netperf", "flent", "fping")
 	srvNS, cliNS := shapedLink(t)
 	startServer(t, srvNS)
 
 	dir := t.TempDir()
 	cmd := exec.Command("flent", "rrul", "-H", serverIP, "-l", "10", "-D", dir, "-t", "sqm-netperf")
 	cmd.Dir = dir
+	// flent reports a run it gave up on (a tool it could not start, a
+	// runner that failed) on stderr and may still exit 0, so both streams
+	// are kept for the log.
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cliNS.Output(cmd)
+	t.Logf("flent stdout:\n%s\nflent stderr:\n%s", out, stderr.String())
 	if err != nil {
-		t.Fatalf("flent: %v\n%s", err, out)
+		t.Fatalf("flent: %v", err)
 	}
-	t.Logf("flent:\n%s", out)
 	ff := readFlent(t, dir)
 	fDown, fUp := flentTotal(t, ff, "download"), flentTotal(t, ff, "upload")
 	for _, name := range []string{"Ping (ms) UDP BE", "Ping (ms) UDP BK", "Ping (ms) UDP EF", "Ping (ms) ICMP"} {
