@@ -1,6 +1,9 @@
 package autorate
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Sample is one probe's outcome, from the probe layer, since the last tick.
 type Sample struct {
@@ -128,6 +131,7 @@ type direction struct {
 	postSlope float64 // the same from probes sent after the last cut
 	postN     int     // how many reflectors gave postSlope
 	kindN     int     // fresh reflectors of the kind the statistic came from
+	noise     float64 // median jitter (reflector.noise, ns) of those reflectors
 	age       time.Duration
 	episode   bool    // cut, and the delay not yet back under target
 	capEst    float64 // capacity from the probes' slopes (0: none)
@@ -139,8 +143,13 @@ type direction struct {
 	lastDrft  time.Duration
 	failed    uint64
 	failedAt  time.Duration
+	passed    uint64 // a failure the rate went past without a queue, until 1.15x it
 	held      uint64
 	heldAt    time.Duration
+	// standSince is when the delay statistic last went above half the
+	// target and stayed there (never: it is below): a standing queue
+	// stands, where jitter crosses the line and falls back.
+	standSince time.Duration
 }
 
 // Controller is the state of both directions and the reflectors. It is not
@@ -152,6 +161,7 @@ type Controller struct {
 	started   bool
 	now       time.Duration
 	lastReply time.Duration
+	lastSent  time.Duration // the latest send time of a replied probe
 	everReply bool
 	stalled   bool
 	idleSince time.Duration
@@ -170,6 +180,7 @@ type Controller struct {
 	caps      [MaxReflectors]float64
 	capOK     [MaxReflectors]bool
 	cscratch  [MaxReflectors]float64
+	nscratch  [MaxReflectors]float64
 }
 
 // New makes a controller for cfg (after WithDefaults and Validate), at the
@@ -278,7 +289,7 @@ func (c *Controller) start(now time.Duration, in *Input) {
 		s.hist[0] = histEntry{t: now, rate: s.rate}
 		s.nhist = 1
 		s.lastInc, s.lastDrft, s.lastAt = now, now, now
-		s.lastDec, s.failedAt, s.heldAt = never, never, never
+		s.lastDec, s.failedAt, s.heldAt, s.standSince = never, never, never, never
 		c.out.Dir[d] = DirOutput{Rate: s.rate, Changed: true, Reason: ReasonStart}
 	}
 	c.out.ProbeInterval = c.cfg.ProbeInterval
@@ -338,6 +349,9 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		r.replied = true
 		r.fresh = true
 		c.lastReply = now
+		if sent > c.lastSent {
+			c.lastSent = sent
+		}
 		c.everReply = true
 	}
 }
@@ -525,7 +539,7 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		n++
 	}
 	s.haveQ = any
-	s.q, s.slope, s.postSlope, s.postN, s.age, s.capEst = 0, 0, 0, 0, 0, 0
+	s.q, s.slope, s.postSlope, s.postN, s.age, s.capEst, s.noise = 0, 0, 0, 0, 0, 0, 0
 	if n == 0 {
 		return
 	}
@@ -560,13 +574,15 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	}
 	s.q = best
 	// slope, post-cut slope and age over the chosen kind (all when pooled)
-	ns, np, nc := 0, 0, 0
+	ns, np, nc, nn := 0, 0, 0, 0
 	var age time.Duration
 	for j := 0; j < n; j++ {
 		if found && c.kinds[j] != bestKind {
 			continue
 		}
 		age += now - c.refl[c.slots[j]].sent
+		c.nscratch[nn] = c.refl[c.slots[j]].noise
+		nn++
 		if !c.slopeOK[j] {
 			continue
 		}
@@ -588,6 +604,9 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	s.age = age / time.Duration(cnt)
 	if ns > 0 {
 		s.slope = medianF(c.fscratch[:ns])
+	}
+	if nn > 0 {
+		s.noise = medianF(c.nscratch[:nn])
 	}
 	if np > 0 {
 		s.postSlope, s.postN = medianF(c.pscratch[:np]), np
@@ -674,6 +693,23 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	if s.haveQ && s.q <= target {
 		s.episode = false
 	}
+	switch {
+	case !s.haveQ || s.q <= target/2:
+		s.standSince = never
+	case s.standSince == never:
+		s.standSince = now
+	}
+	standing := s.standSince != never && now-s.standSince >= cfg.DrainTime/2
+	// rising: the rise between two probes is larger than the reflectors'
+	// jitter, so a slope over growing is a queue's, not the path's noise
+	rising := s.slope*cfg.ProbeInterval.Seconds()*1e9 > 0.5*s.noise
+	// newReply: a reply came since the last cut (when replies stop, a
+	// stall is beginning, and the last ones must not cut again and again);
+	// newProbe: one of a probe sent after it, which shows the queue the
+	// cut left (an early cut is judged on these, or two replies of the
+	// same queue would cut twice for it)
+	newReply := s.lastDec == never || c.lastReply > s.lastDec
+	newProbe := s.lastDec == never || c.lastSent > s.lastDec
 	drifting := false
 	switch {
 	case c.stalled:
@@ -681,7 +717,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		s.episode = false // what comes after a stall is judged afresh
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && (s.bottleneckBelow() || s.capEst > 0)):
+	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
 		// Over target; or a third of it and rising, with the capacity
 		// known: from the probes' slopes, or because "cake idle, link
 		// loaded, delay rising" says the bottleneck moved below our rate
@@ -724,7 +760,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				break
 			}
 			short := r > 1.05*s.planned
-			lower := known && capEst < 0.97*float64(s.failed)
+			// (with a reply since the cut: when replies stop, the
+			// shaper's falling count is a stall beginning, to be held,
+			// not a capacity to follow down)
+			lower := known && capEst < 0.97*float64(s.failed) && newReply
 			// overdue: the drain at the pace probes sent since show would
 			// take more than four drain times, and our rate is what feeds
 			// the queue (the shaper full): cutting a rate the traffic
@@ -766,26 +805,32 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			// cut is judged (a step down is not a slide: no extrapolation)
 			next *= k
 		}
+		if next > r {
+			// a capacity estimate above the rate (from jittery slopes, or
+			// a recut judged on old probes) does not make a cut a raise
+			next = r
+		}
 		s.planned = next
 		reason = why
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
-		s.failed, s.failedAt = uint64(capEst), now
+		s.failed, s.failedAt, s.passed = uint64(capEst), now, 0
 		s.episode = true
 		s.lastDec = now
 		// the cut goes below the capacity to drain; once drained, 90 %
 		// of the capacity estimate is safe to return to quickly
 		s.held, s.heldAt = uint64(0.9*capEst), now
-	case s.q > target/2 && s.slope > -growing/2 && s.achieved >= cfg.IdleBelow && (s.lastDec == never || now-s.lastDec > cfg.DrainTime/2):
-		// A standing queue, not growing fast enough to go over target
-		// soon but not draining either (a capacity sliding down): trim
+	case standing && s.slope > -growing/2 && s.achieved >= cfg.IdleBelow && (s.lastDec == never || now-s.lastDec > cfg.DrainTime/2):
+		// A standing queue (over half the target for half DrainTime),
+		// not growing fast enough to go over target soon but not
+		// draining either (a capacity sliding down): trim
 		// the rate by what drains it within half DrainTime (the capacity
 		// may keep sliding), and remember it.
 		next = r * (1 - 2*s.q.Seconds()/cfg.DrainTime.Seconds())
 		reason = ReasonDelay
 		s.lastDec = now
-		s.failed, s.failedAt = s.rate, now
+		s.failed, s.failedAt, s.passed = s.rate, now, 0
 		if s.held > uint64(next) {
 			s.held = uint64(next)
 		}
@@ -814,12 +859,24 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if s.failed != 0 {
 			f := float64(s.failed)
 			if r > 1.03*f {
-				s.failed, s.failedAt = 0, never // it holds above: forget
+				// it holds above: forget, but pick up speed only as the
+				// rate leaves the failure behind (a capacity estimate
+				// taken through jitter is low by a few percent: full
+				// speed at once would run through the capacity)
+				s.passed = s.failed
+				s.failed, s.failedAt = 0, never
 			} else if r >= 0.97*f {
 				speed, reason = cfg.CarefulPerSec, ReasonIncreaseCareful
 			} else if r >= 0.9*f {
 				// slowing down on the way to it
 				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*(0.97*f-r)/(0.07*f)
+			}
+		}
+		if p := float64(s.passed); s.failed == 0 && p != 0 {
+			if x := (r/p - 1.03) / 0.12; x < 1 {
+				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*math.Max(x, 0)
+			} else {
+				s.passed = 0
 			}
 		}
 		if s.held != 0 && r < 0.97*float64(s.held) {

@@ -24,6 +24,10 @@ import (
 
 const simStep = time.Millisecond
 
+// simSeed seeds the simulation's randomness (probe losses at a full FIFO,
+// jitter, lying reflectors); eachSeed runs a test over several.
+var simSeed uint64 = 1
+
 type capFunc func(t time.Duration) float64 // bits/s
 
 // steps is a capacity schedule: rates[i] from at[i] on (at[0] is 0).
@@ -142,6 +146,8 @@ type sim struct {
 	idleAt   time.Duration   // first tick with ProbeIdle (-1: never)
 	status   autorate.Status
 	sawStall bool
+	// stallMoved: a tick that said stall changed a rate
+	stallMoved bool
 }
 
 func newSim(cfg autorate.Config, refl []simRefl, down, up *simDir, tick time.Duration) *sim {
@@ -155,7 +161,7 @@ func newSim(cfg autorate.Config, refl []simRefl, down, up *simDir, tick time.Dur
 		panic(err)
 	}
 	s := &sim{dir: [2]*simDir{down, up}, refl: refl, ctrl: ctrl, tick: tick,
-		rng: rand.New(rand.NewPCG(1, 2)), probe: ctrl.Config().ProbeInterval, idleAt: -1}
+		rng: rand.New(rand.NewPCG(simSeed, 2)), probe: ctrl.Config().ProbeInterval, idleAt: -1}
 	for i := range s.refl {
 		// spread the probes over the interval
 		s.refl[i].next = time.Duration(i) * s.probe / time.Duration(len(refl))
@@ -266,6 +272,7 @@ func (s *sim) doTick() {
 	for d := range s.out.Dir {
 		if s.out.Dir[d].Reason == autorate.ReasonStall {
 			s.sawStall = true
+			s.stallMoved = s.stallMoved || s.out.Dir[d].Changed
 		}
 	}
 	if s.out.ProbeIdle && s.idleAt < 0 {
