@@ -468,14 +468,19 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			running = false
 		case r := <-pdone:
+			l.addCPU(r.cpu, false)
+			pdone = nil
+			running = false
+			if ctx.Err() != nil {
+				// the prober ended because the loop is stopping: with
+				// both ready, select picks either
+				break
+			}
 			perr = r.err
 			if perr == nil {
 				perr = errors.New("probes stopped")
 			}
 			l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
-			l.addCPU(r.cpu, false)
-			pdone = nil
-			running = false
 		case <-tk.C:
 			l.Step(time.Since(origin), origin)
 		}
