@@ -39,6 +39,10 @@ type DirConfig struct {
 	// Target is how far this direction's delay may rise over its baseline
 	// before the rate is cut. Zero means DefaultTarget.
 	Target time.Duration
+	// Packet is a full-size packet's bytes on the wire (zero: 1514, an
+	// Ethernet frame of MTU 1500): what a probe may wait for in sqm's own
+	// shaper, one packet's time at the rate (see decide).
+	Packet uint32
 }
 
 // Kind is how a reflector is probed. Reflectors of one kind share a fate
@@ -128,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	for d := range c.Dir {
 		if c.Dir[d].Target == 0 {
 			c.Dir[d].Target = DefaultTarget
+		}
+		if c.Dir[d].Packet == 0 {
+			c.Dir[d].Packet = 1514
 		}
 	}
 	setDur(&c.ProbeInterval, 100*time.Millisecond)

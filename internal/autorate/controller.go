@@ -693,6 +693,19 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	if s.haveQ && s.q <= target {
 		s.episode = false
 	}
+	// early is the rise the early cut (a third of the target and growing)
+	// judges. When the download's shaper,
+	// which comes after the modem, queues and sends what it was set to
+	// over the last window, the traffic reaches it faster than it sends:
+	// the modem before it is not the bottleneck, and a probe's wait for
+	// the full-size packet being sent in sqm's own shaper (6 ms at 2
+	// Mbit/s; cake keeps probes clear of its queue otherwise) is no queue
+	// to act early on. That wait is taken off; over the target the whole
+	// rise counts, as always.
+	early := s.q
+	if fed, ok := s.meanRate(now-window, now); ok && d == Down && s.queueing && float64(s.achieved) >= 0.97*fed {
+		early -= time.Duration(float64(dc.Packet) * 8 / r * float64(time.Second))
+	}
 	switch {
 	case !s.haveQ || s.q <= target/2:
 		s.standSince = never
@@ -717,7 +730,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		s.episode = false // what comes after a stall is judged afresh
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case s.q > target || (!s.episode && s.q > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
+	case early > target || (!s.episode && early > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
 		// Over target; or a third of it and rising, with the capacity
 		// known: from the probes' slopes, or because "cake idle, link
 		// loaded, delay rising" says the bottleneck moved below our rate
