@@ -9,7 +9,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X sqm/internal/cli.Version=$(VERSION)
 GOFILES  = $(shell find . -name '*.go' -not -path './.cache/*' -not -path '*/testdata/*' -not -path './dist/*' -not -path './bin/*')
 
-.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router full clean install install-openwrt fresh-check bench-tune bench-policer bench-web
+.PHONY: all build setup test fmt vet bpf bpfcheck cross unit vmtest demo sizes router full clean install install-openwrt fresh-check bench-tune bench-policer bench-web bench-autorate
 
 all: build
 
@@ -129,6 +129,17 @@ bench-tune: build
 # limit swept against cake on an IFB in `sqm lab --vm --mode rrul`, three
 # lines (tools/policersweep); 1 to 3 minutes of VM time per run, 11 runs
 # a line. Each run takes the VM lock itself. Not part of `make test`.
+# Issue 26's side by side (tools/autoratebench): on each capacity trace, in
+# the VM lab, a fixed-rate sweep, sqm's autorate and lynxthecat's
+# cake-autorate from the checkout given (never fetched or committed here;
+# it runs under the host's bash 5 with fping); MAHIMAHI=DIR adds mahimahi's
+# cellular traces. 25 VM runs of 30-100 s (about 35 minutes). Not part of
+# `make test`.
+#   flock /tmp/sqm-vm.lock make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR]
+bench-autorate: build
+	@[ -n "$(CAKE_AUTORATE)" ] || { echo "bench-autorate: give CAKE_AUTORATE=DIR, a lynxthecat/cake-autorate checkout"; exit 2; }
+	$(GO) run ./tools/autoratebench -sqm bin/sqm -cake-autorate '$(CAKE_AUTORATE)' $(if $(MAHIMAHI),-mahimahi '$(MAHIMAHI)') -out bench-out/autorate
+
 bench-policer: build
 	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer
 

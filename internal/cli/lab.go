@@ -31,7 +31,7 @@ func cmdLab() *command {
 		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
 			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
 			"               [--ecn] [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]\n" +
-			"       sqm lab [link flags] [shaping flags] --trace-down FILE --trace-up FILE [--autorate] [--duration D] [--json] [--vm]",
+			"       sqm lab [link flags] [shaping flags] --trace-down FILE --trace-up FILE [--autorate | --cake-autorate DIR] [--duration D] [--json] [--vm]",
 		help: `Builds client -- router -- isp -- server network namespaces joined by veth
 pairs. The isp namespace plays a bloated modem: netem with the line rate, half
 the base RTT as delay each way and a deep FIFO (--buffer packets). With
@@ -59,7 +59,10 @@ directions at once (rrul) for --duration (default: the longer trace), with
 ground-truth UDP probes each way that no controller sees, and reports the
 induced one-way delay (p50/p95/p99), utilisation (goodput / capacity) and,
 second by second in --json, capacity, shaping rate, goodput and delay.
-Shaping is fixed (the shaping flags) unless --autorate is given.
+Shaping is fixed (the shaping flags) unless --autorate is given, or
+--cake-autorate DIR, which runs lynxthecat/cake-autorate from a checkout in
+the router namespace with the same rate ranges and reflector, so that the
+two controllers compare on one trace.
 
 This machine's kernel may lack netem or cake; then the lab says which module
 is missing, and --vm runs the whole lab inside the project's qemu VM
@@ -98,6 +101,7 @@ Example:
 			fs.String("trace-down", "", "the modem's download capacity follows this trace `file` (mahimahi or steps format)")
 			fs.String("trace-up", "", "the modem's upload capacity follows this trace `file`")
 			fs.Bool("autorate", false, "with a trace: sqm's autorate moves the shaping rates (default: fixed shaping)")
+			fs.String("cake-autorate", "", "with a trace: lynxthecat/cake-autorate from this checkout `dir` moves the shaping rates instead (bash 5, fping; for comparing controllers)")
 		},
 		run: runLab,
 	}
@@ -119,8 +123,10 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 	if str("trace-down") != "" || str("trace-up") != "" {
 		return runLabTrace(ctx, env, fs, opts)
 	}
-	if get("autorate").Get().(bool) {
-		return usageError("--autorate needs --trace-down or --trace-up: it follows a moving capacity")
+	for _, c := range []string{"autorate", "cake-autorate"} {
+		if v := get(c).Get(); v != false && v != "" {
+			return usageError("--%s needs --trace-down or --trace-up: it follows a moving capacity", c)
+		}
 	}
 	if get("tune").Get().(bool) {
 		return runLabTune(ctx, env, fs, opts)
@@ -247,6 +253,7 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 	}
 	inner := []string{vm.GuestOutDir + "/sqm", "lab"}
 	var plot string
+	var shares []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "vm":
@@ -255,6 +262,15 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 			inner = append(inner, "--plot="+vm.GuestOutDir+"/plot")
 		case "config":
 			inner = append(inner, "--config="+vm.GuestOutDir+"/config")
+		case "cake-autorate":
+			// read in place through a share of its own (the host's /tmp,
+			// where checkouts often are, is not visible inside)
+			dir := f.Value.String()
+			if abs, err := filepath.Abs(dir); err == nil {
+				dir = abs
+			}
+			shares = append(shares, dir)
+			inner = append(inner, "--cake-autorate="+dir)
 		case "trace-down", "trace-up":
 			// in a directory of its own, under its own name, which the
 			// report gives as the trace's file
@@ -300,6 +316,7 @@ func runLabInVM(ctx context.Context, env *Env, fs *flag.FlagSet) error {
 		Command: inner,
 		Env:     []string{labResultEnv + "=" + vm.GuestOutDir + "/result"},
 		OutDir:  share,
+		Shares:  shares,
 		Stdout:  env.Stderr,
 		// Kernel warnings and stacks among the lab's progress lines: if
 		// the guest locks up, the run ends with the evidence (see

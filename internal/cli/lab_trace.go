@@ -6,6 +6,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"sqm/internal/lab"
@@ -46,6 +48,15 @@ func labTraces(fs *flag.FlagSet, opts *lab.Options) (lab.Traces, error) {
 		if set[bad] {
 			return tr, usageError("--%s does not go with --trace-down/--trace-up (a trace run loads both directions at once for --duration)", bad)
 		}
+	}
+	if dir := fs.Lookup("cake-autorate").Value.String(); dir != "" {
+		if fs.Lookup("autorate").Value.String() == "true" {
+			return tr, usageError("--autorate and --cake-autorate each name the controller of the run: give one")
+		}
+		if st, err := os.Stat(filepath.Join(dir, "cake-autorate.sh")); err != nil || !st.Mode().IsRegular() {
+			return tr, usageError("--cake-autorate %s: no cake-autorate.sh there (give the directory of a lynxthecat/cake-autorate checkout)", dir)
+		}
+		tr.Controller = lab.CakeAutorate(dir)
 	}
 	if fs.Lookup("autorate").Value.String() == "true" {
 		if lab.Autorate == nil {

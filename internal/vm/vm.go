@@ -468,6 +468,10 @@ func initScript(mods []module, withOut bool, shares []string, nonce string) stri
 	b.WriteString("$B mkdir -p /host/dev/pts /host/dev/shm /host/run/netns /host/run/lock\n")
 	b.WriteString("$B mount -t devpts devpts /host/dev/pts\n$B mount -t tmpfs shm /host/dev/shm\n")
 	b.WriteString("$B chmod 1777 /host/tmp /host/dev/shm\n")
+	// What udev or systemd links on a machine: bash's process substitution
+	// (<(...), which cake-autorate opens its pipes with) needs /dev/fd.
+	b.WriteString("$B ln -s /proc/self/fd /host/dev/fd && $B ln -s /proc/self/fd/0 /host/dev/stdin && " +
+		"$B ln -s /proc/self/fd/1 /host/dev/stdout && $B ln -s /proc/self/fd/2 /host/dev/stderr" + fail("link /dev/fd") + "\n")
 	if withOut {
 		fmt.Fprintf(&b, "$B mkdir -p /host%s && $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /host%s%s\n",
 			GuestOutDir, GuestOutDir, fail("mount out share"))
