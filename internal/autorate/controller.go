@@ -1,9 +1,6 @@
 package autorate
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // Sample is one probe's outcome, from the probe layer, since the last tick.
 type Sample struct {
@@ -693,15 +690,14 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	if s.haveQ && s.q <= target {
 		s.episode = false
 	}
-	// early is the rise the early cut (a third of the target and growing)
-	// judges. When the download's shaper,
-	// which comes after the modem, queues and sends what it was set to
-	// over the last window, the traffic reaches it faster than it sends:
-	// the modem before it is not the bottleneck, and a probe's wait for
-	// the full-size packet being sent in sqm's own shaper (6 ms at 2
-	// Mbit/s; cake keeps probes clear of its queue otherwise) is no queue
-	// to act early on. That wait is taken off; over the target the whole
-	// rise counts, as always.
+	// early is the rise the cuts judge (over the target, and a third of it
+	// and growing). When the download's shaper, which comes after the
+	// modem, queues and sends what it was set to over the last window,
+	// the traffic reaches it faster than it sends: the modem before it is
+	// not the bottleneck, and a probe's wait for the full-size packet
+	// being sent in sqm's own shaper (6 ms at 2 Mbit/s; cake keeps probes
+	// clear of its queue otherwise) is no queue to cut for: that wait is
+	// taken off.
 	early := s.q
 	if fed, ok := s.meanRate(now-window, now); ok && d == Down && s.queueing && float64(s.achieved) >= 0.97*fed {
 		early -= time.Duration(float64(dc.Packet) * 8 / r * float64(time.Second))
@@ -886,8 +882,11 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			}
 		}
 		if p := float64(s.passed); s.failed == 0 && p != 0 {
-			if x := (r/p - 1.03) / 0.12; x < 1 {
-				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*math.Max(x, 0)
+			// from careful at 1.03x the failure passed to full at 1.15x;
+			// outside that band (left behind, or drifted back below it
+			// while lightly loaded) it is forgotten
+			if x := (r/p - 1.03) / 0.12; x >= 0 && x < 1 {
+				speed = cfg.CarefulPerSec + (speed-cfg.CarefulPerSec)*x
 			} else {
 				s.passed = 0
 			}

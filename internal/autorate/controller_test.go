@@ -354,6 +354,28 @@ func TestIdle(t *testing.T) {
 	}
 }
 
+// TestReload: a load on a 40 Mbit/s link (base 20) that settled at the
+// capacity, light for 60 s (the rate drifts back to base), then greedy
+// again: the rate is back at 90 % of the capacity as fast as from a fresh
+// start (TestStepUp's from20: about 2 s), whatever the first load left in
+// memory (failures, rates that held, a failure it went past).
+func TestReload(t *testing.T) {
+	const again = 120 * sec
+	for _, d := range dirs {
+		t.Run(d.String(), func(t *testing.T) {
+			s := link(d, constant(40*mbit), udpReflectors(4), 100*ms)
+			s.dir[d].demand = steps([]time.Duration{0, 30 * sec, again}, []float64{math.Inf(1), 0.5 * mbit, math.Inf(1)})
+			s.run(again + 10*sec)
+			before := s.window(again-10*ms, again)[0].rate[d]
+			reach := s.reach(d, again, 10*sec, 0.9)
+			t.Logf("rate %.2f Mbit/s when the load came back; 90 %% of the capacity %v later", before/mbit, reach)
+			if reach > 3*sec {
+				t.Errorf("90 %% of the capacity %v after the load came back, want <= 3s", reach)
+			}
+		})
+	}
+}
+
 // TestNoReply: a reflector that never answers is reported while the others
 // answer; during a stall (nobody answers) nobody is.
 func TestNoReply(t *testing.T) {
@@ -432,7 +454,7 @@ func TestSeeds(t *testing.T) {
 	}{
 		{"StepDown", TestStepDown}, {"StepUp", TestStepUp}, {"Ramp", TestRamp}, {"Stall", TestStall},
 		{"LyingReflector", TestLyingReflector}, {"ICMPDeprioritised", TestICMPDeprioritised},
-		{"Jitter", TestJitter}, {"BothDirections", TestBothDirections},
+		{"Jitter", TestJitter}, {"BothDirections", TestBothDirections}, {"Reload", TestReload},
 	}
 	defer func(s uint64) { simSeed = s }(simSeed)
 	for seed := uint64(2); seed < uint64(2+*simSeeds); seed++ {
