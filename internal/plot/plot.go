@@ -91,11 +91,19 @@ func niceStep(span float64, n int) float64 {
 	return 10 * mag
 }
 
+// fmtTick prints a tick with the decimals its step needs (a 2.5 step
+// printed "2", "5", "8" for 2.5, 5, 7.5; a 0.25 one "0.2", "0.5").
 func fmtTick(v, step float64) string {
-	if step >= 1 || v == 0 {
-		return fmt.Sprintf("%.0f", v)
+	if v == 0 {
+		return "0"
 	}
-	d := int(math.Ceil(-math.Log10(step)))
+	d := 0
+	for ; d < 6; d++ {
+		x := step * math.Pow(10, float64(d))
+		if math.Abs(x-math.Round(x)) < 1e-6*x {
+			break
+		}
+	}
 	return fmt.Sprintf("%.*f", d, v)
 }
 

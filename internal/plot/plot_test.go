@@ -109,3 +109,18 @@ func TestSupported(t *testing.T) {
 		t.Errorf("Write(b.png) without PNG: %v; want an error naming -tags sqm_nopng", err)
 	}
 }
+
+func TestFmtTick(t *testing.T) {
+	for _, tc := range []struct {
+		v, step float64
+		want    string
+	}{
+		{0, 2.5, "0"}, {2.5, 2.5, "2.5"}, {7.5, 2.5, "7.5"}, {10, 2.5, "10.0"},
+		{5, 1, "5"}, {20, 10, "20"}, {0.25, 0.25, "0.25"}, {0.5, 0.25, "0.50"},
+		{0.2, 0.1, "0.2"}, {150, 50, "150"}, {0.002, 0.001, "0.002"},
+	} {
+		if got := fmtTick(tc.v, tc.step); got != tc.want {
+			t.Errorf("fmtTick(%v, %v) = %q, want %q", tc.v, tc.step, got, tc.want)
+		}
+	}
+}

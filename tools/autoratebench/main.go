@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"sqm/internal/lab"
@@ -53,8 +54,10 @@ var traces = []traceCase{
 
 // fixedFractions are the fixed download shaping rates of the sweep, as
 // fractions of the line's nominal 8 Mbit/s (what sqm lab's --down says;
-// the base rate of both controllers is 90 % of it).
-var fixedFractions = []float64{0.25, 0.5, 0.9}
+// the base rate of both controllers is 90 % of it). The lowest is under
+// the step trace's 2 Mbit/s low (shaping at the capacity itself queues in
+// the modem: framing the emulated line counts and cake's overhead not).
+var fixedFractions = []float64{0.2, 0.5, 0.9}
 
 const lineDown, lineUp = 8000, 2000 // kbit/s
 
@@ -92,6 +95,7 @@ func main() {
 		judge    = flag.Bool("judge", false, "only print the tables from the JSON already in -out")
 		verbose  = flag.Bool("v", false, "show the lab's progress")
 		noFixed  = flag.Bool("no-fixed", false, "skip the fixed-rate sweep")
+		fixedArg = flag.String("fixed", "", "the sweep's fixed rates as comma-separated fractions of 8 Mbit/s (default 0.2,0.5,0.9)")
 		controls = flag.String("controllers", "sqm,cake", "which controllers to run: sqm, cake")
 	)
 	flag.Parse()
@@ -104,6 +108,16 @@ func main() {
 	cfg := filepath.Join(*out, "autorate.uci")
 	if err := os.WriteFile(cfg, []byte(configText), 0o644); err != nil {
 		fatalf("%v", err)
+	}
+	if *fixedArg != "" {
+		fixedFractions = nil
+		for _, f := range strings.Split(*fixedArg, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || v <= 0 || v > 2 {
+				fatalf("-fixed %q: want fractions of the 8 Mbit/s line in (0, 2]", f)
+			}
+			fixedFractions = append(fixedFractions, v)
+		}
 	}
 	var re *regexp.Regexp
 	if *only != "" {
