@@ -32,11 +32,10 @@ import (
 func CakeAutorate(dir string) Controller { return &cakeAutorate{dir: dir} }
 
 type cakeAutorate struct {
-	dir   string
-	work  string // config and log
-	cmd   *exec.Cmd
-	done  chan error
-	start time.Time
+	dir  string
+	work string // config and log
+	cmd  *exec.Cmd
+	done chan error
 }
 
 // cakeAutoratePingInterval is the one reflector's ping interval: the lab has
@@ -52,8 +51,7 @@ func (c *cakeAutorate) Name() string { return "cake-autorate" }
 func (c *cakeAutorate) prepareQueue(q *config.Queue) { q.Autorate.Enabled = true }
 
 func (c *cakeAutorate) Start(ctx context.Context, env ControlEnv) error {
-	script := filepath.Join(c.dir, "cake-autorate.sh")
-	for _, f := range []string{script, filepath.Join(c.dir, "defaults.sh"), filepath.Join(c.dir, "lib.sh")} {
+	for _, f := range []string{filepath.Join(c.dir, "cake-autorate.sh"), filepath.Join(c.dir, "defaults.sh"), filepath.Join(c.dir, "lib.sh")} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("cake-autorate checkout %s: %w (give the directory of a lynxthecat/cake-autorate checkout)", c.dir, err)
 		}
@@ -80,6 +78,22 @@ func (c *cakeAutorate) Start(ctx context.Context, env ControlEnv) error {
 	if c.work, err = os.MkdirTemp("", "sqm-cake-autorate-"); err != nil {
 		return err
 	}
+	if err := c.start(ctx, env, a); err != nil {
+		// the lab calls Stop only after a Start that worked
+		if c.cmd != nil {
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+			c.cmd = nil
+		}
+		os.RemoveAll(c.work)
+		return err
+	}
+	return nil
+}
+
+// start writes the configuration, starts cake-autorate and waits until it
+// runs.
+func (c *cakeAutorate) start(ctx context.Context, env ControlEnv, a *plan.Autorate) error {
 	cfg := filepath.Join(c.work, "config.lab.sh")
 	var b strings.Builder
 	fmt.Fprintf(&b, "dl_if=%s\nul_if=%s\n", env.IFB, env.WAN)
@@ -106,17 +120,17 @@ func (c *cakeAutorate) Start(ctx context.Context, env ControlEnv) error {
 		return err
 	}
 	defer out.Close()
-	c.cmd = exec.Command("ip", "netns", "exec", env.Router.Name(), "bash", script, cfg)
-	c.cmd.Env = append(os.Environ(), "CAKE_AUTORATE_SCRIPT_PREFIX="+c.dir)
-	c.cmd.Stdout, c.cmd.Stderr = out, out
+	cmd := exec.Command("ip", "netns", "exec", env.Router.Name(), "bash", filepath.Join(c.dir, "cake-autorate.sh"), cfg)
+	cmd.Env = append(os.Environ(), "CAKE_AUTORATE_SCRIPT_PREFIX="+c.dir)
+	cmd.Stdout, cmd.Stderr = out, out
 	// its own process group, so that Stop can end whatever it leaves
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start cake-autorate: %w", err)
 	}
-	c.start = time.Now()
+	c.cmd = cmd
 	c.done = make(chan error, 1)
-	go func() { c.done <- c.cmd.Wait() }()
+	go func() { c.done <- cmd.Wait() }()
 	// Ready when its main loop has written its process list (run_path's
 	// proc_pids); a bash this size takes seconds to start on a slow CPU.
 	pids := "/var/run/cake-autorate/lab/proc_pids"
