@@ -96,18 +96,30 @@ func main() {
 		verbose  = flag.Bool("v", false, "show the lab's progress")
 		noFixed  = flag.Bool("no-fixed", false, "skip the fixed-rate sweep")
 		fixedArg = flag.String("fixed", "", "the sweep's fixed rates as comma-separated fractions of 8 Mbit/s (default 0.2,0.5,0.9)")
-		controls = flag.String("controllers", "sqm,cake", "which controllers to run: sqm, cake")
+		controls = flag.String("controllers", "sqm,cake", "which controllers to run, comma-separated: sqm, cake (none: only the fixed sweep)")
 	)
 	flag.Parse()
-	if !*judge && *cake == "" && strings.Contains(*controls, "cake") {
+	want := map[string]bool{}
+	for _, c := range strings.Split(*controls, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "sqm", "cake":
+			want[c] = true
+		case "", "none":
+		default:
+			fatalf("-controllers: unknown %q (want sqm, cake or none)", c)
+		}
+	}
+	if !*judge && *cake == "" && want["cake"] {
 		fatalf("give -cake-autorate DIR (a lynxthecat/cake-autorate checkout), or -controllers sqm")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatalf("%v", err)
 	}
 	cfg := filepath.Join(*out, "autorate.uci")
-	if err := os.WriteFile(cfg, []byte(configText), 0o644); err != nil {
-		fatalf("%v", err)
+	if !*judge {
+		if err := os.WriteFile(cfg, []byte(configText), 0o644); err != nil {
+			fatalf("%v", err)
+		}
 	}
 	if *fixedArg != "" {
 		fixedFractions = nil
@@ -146,10 +158,10 @@ func main() {
 				jobs = append(jobs, job{fmt.Sprintf("fixed-%d", k), []string{"--shape-down", fmt.Sprintf("%dkbit", k), "--shape-up", fmt.Sprintf("%dkbit", lineUp*9/10)}})
 			}
 		}
-		if strings.Contains(*controls, "sqm") {
+		if want["sqm"] {
 			jobs = append(jobs, job{"sqm-autorate", []string{"--config", cfg, "--autorate"}})
 		}
-		if strings.Contains(*controls, "cake") {
+		if want["cake"] {
 			jobs = append(jobs, job{"cake-autorate", []string{"--config", cfg, "--cake-autorate", *cake}})
 		}
 		var runs []run
