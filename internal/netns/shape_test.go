@@ -39,8 +39,9 @@ func TestLinkHTB(t *testing.T) {
 		want []string
 	}{
 		{a, []string{"qdisc", "show", "dev", "vlA"}, []string{"qdisc htb 1: root", "default 0x1", "qdisc bfifo 10: parent 1:1 limit 30000b"}},
-		{a, []string{"class", "show", "dev", "vlA"}, []string{"class htb 1:1 root leaf 10: prio 0 rate 2500Kbit ceil 2500Kbit"}},
-		{b, []string{"class", "show", "dev", "vlB"}, []string{"class htb 1:1 root prio 0 rate 7Mbit ceil 7Mbit"}},
+		// 10 ms of the rate for burst and cburst (linkBurst).
+		{a, []string{"class", "show", "dev", "vlA"}, []string{"class htb 1:1 root leaf 10: prio 0 rate 2500Kbit ceil 2500Kbit burst 3125b cburst 3125b"}},
+		{b, []string{"class", "show", "dev", "vlB"}, []string{"class htb 1:1 root prio 0 rate 7Mbit ceil 7Mbit burst 8750b cburst 8750b"}},
 	} {
 		out, err := c.ns.Output(exec.Command("tc", c.args...))
 		if err != nil {

@@ -273,6 +273,27 @@ func flentTotal(t *testing.T, ff *flentFile, dir string) float64 {
 	return total
 }
 
+// logFlentSeries logs each direction's summed throughput per second of
+// the run (flent samples every 0.2 s), so that a low mean shows when it
+// was lost.
+func logFlentSeries(t *testing.T, ff *flentFile) {
+	t.Helper()
+	for _, dir := range []string{"download", "upload"} {
+		var per []float64
+		for _, mark := range []string{"BE", "BK", "CS5", "EF"} {
+			for i, p := range ff.Results["TCP "+dir+" "+mark] {
+				for len(per) <= i/5 {
+					per = append(per, 0)
+				}
+				if p != nil {
+					per[i/5] += *p / 5
+				}
+			}
+		}
+		t.Logf("flent %s, Mbit/s per second: %.1f", dir, per)
+	}
+}
+
 // median of a series' values (nil points left out).
 func median(v []*float64) (float64, int) {
 	var xs []float64
@@ -327,6 +348,7 @@ func TestNetperfServerFlentRRUL(t *testing.T) {
 	}
 	ff := readFlent(t, dir)
 	fDown, fUp := flentTotal(t, ff, "download"), flentTotal(t, ff, "upload")
+	logFlentSeries(t, ff)
 	for _, name := range []string{"Ping (ms) UDP BE", "Ping (ms) UDP BK", "Ping (ms) UDP EF", "Ping (ms) ICMP"} {
 		med, n := median(ff.Results[name])
 		// 50 points a second for 20 s; the link's queues add at most
