@@ -135,10 +135,12 @@ bench-tune: build
 # it runs under the host's bash 5 with fping); MAHIMAHI=DIR adds mahimahi's
 # cellular traces. 25 VM runs of 30-100 s (about 35 minutes). Not part of
 # `make test`.
-#   flock /tmp/sqm-vm.lock make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR]
+# ICMP_AHEAD=1 runs every trace with ICMP queued ahead of the modem's FIFO
+# (sqm lab --icmp-ahead), into bench-out/autorate-icmp.
+#   flock /tmp/sqm-vm.lock make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR] [ICMP_AHEAD=1]
 bench-autorate: build
 	@[ -n "$(CAKE_AUTORATE)" ] || { echo "bench-autorate: give CAKE_AUTORATE=DIR, a lynxthecat/cake-autorate checkout"; exit 2; }
-	$(GO) run ./tools/autoratebench -sqm bin/sqm -cake-autorate '$(CAKE_AUTORATE)' $(if $(MAHIMAHI),-mahimahi '$(MAHIMAHI)') -out bench-out/autorate
+	$(GO) run ./tools/autoratebench -sqm bin/sqm -cake-autorate '$(CAKE_AUTORATE)' $(if $(MAHIMAHI),-mahimahi '$(MAHIMAHI)') $(if $(ICMP_AHEAD),-icmp-ahead -out bench-out/autorate-icmp,-out bench-out/autorate)
 
 bench-policer: build
 	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer

@@ -102,6 +102,7 @@ Example:
 			fs.String("trace-up", "", "the modem's upload capacity follows this trace `file`")
 			fs.Bool("autorate", false, "with a trace: sqm's autorate moves the shaping rates (default: fixed shaping)")
 			fs.String("cake-autorate", "", "with a trace: lynxthecat/cake-autorate from this checkout `dir` moves the shaping rates instead (bash 5, fping; for comparing controllers)")
+			fs.Bool("icmp-ahead", false, "with a trace: the modem queues ICMP apart, ahead of its FIFO, both ways (as ISPs that treat ICMP apart do): pings stop seeing the bloat")
 		},
 		run: runLab,
 	}
@@ -123,9 +124,9 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 	if str("trace-down") != "" || str("trace-up") != "" {
 		return runLabTrace(ctx, env, fs, opts)
 	}
-	for _, c := range []string{"autorate", "cake-autorate"} {
+	for _, c := range []string{"autorate", "cake-autorate", "icmp-ahead"} {
 		if v := get(c).Get(); v != false && v != "" {
-			return usageError("--%s needs --trace-down or --trace-up: it follows a moving capacity", c)
+			return usageError("--%s needs --trace-down or --trace-up: it works on a trace run", c)
 		}
 	}
 	if get("tune").Get().(bool) {
@@ -183,6 +184,7 @@ func labOptions(fs *flag.FlagSet, str func(string) string) (lab.Options, error) 
 	link.RTT = get("rtt").(time.Duration)
 	link.Buffer = uint32(get("buffer").(uint))
 	link.LinkLayer = str("linklayer")
+	link.ICMPAhead = get("icmp-ahead").(bool)
 	link.Overhead = get("overhead").(int)
 	if link, err = link.Resolve(); err != nil {
 		return o, usageError("%v", err)

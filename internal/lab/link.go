@@ -19,6 +19,10 @@ type Link struct {
 	// Overhead is the per-packet overhead in bytes added to each IP packet
 	// (cake's meaning). -1 means the link layer's default (see Resolve).
 	Overhead int `json:"overhead"`
+	// ICMPAhead puts ICMP in its own queue ahead of the FIFO, both ways,
+	// as an ISP that treats ICMP apart does: a controller that sees the
+	// queue only through pings sees none. Trace runs only.
+	ICMPAhead bool `json:"icmp_ahead,omitempty"`
 }
 
 // DefaultLink is the README §3 testbed: 20/5 Mbit/s, 20 ms, 1000 packets.
@@ -68,7 +72,7 @@ func (l Link) Resolve() (Link, error) {
 
 // Modems returns the two netem directions of l (l must be resolved).
 func (l Link) Modems() (down, up Modem) {
-	m := Modem{Delay: l.RTT / 2, Limit: l.Buffer, LinkLayer: l.LinkLayer, Overhead: l.Overhead}
+	m := Modem{Delay: l.RTT / 2, Limit: l.Buffer, LinkLayer: l.LinkLayer, Overhead: l.Overhead, ICMPAhead: l.ICMPAhead}
 	down, up = m, m
 	down.RateBits, up.RateBits = l.DownBits, l.UpBits
 	return down, up

@@ -25,6 +25,9 @@ type Modem struct {
 	// 65-byte blocks of 64 (the 64b/65b encoding of VDSL2).
 	LinkLayer string
 	Overhead  int
+	// ICMPAhead gives ICMP its own queue, served before the FIFO (a trace
+	// modem only; see applyTraceModem): pings no longer see the bloat.
+	ICMPAhead bool
 }
 
 // netem returns the netem options for m. Why netem's own knobs rather than a
@@ -90,6 +93,10 @@ func (m Modem) netem() (*tc.Netem, error) {
 // applyModem puts m as the root qdisc of the interface ifindex, through the
 // netlink socket conn (opened in the isp namespace).
 func applyModem(conn *tc.Tc, ifindex uint32, m Modem) error {
+	if m.ICMPAhead {
+		// netem's rate is per qdisc: two bands would be two links.
+		return fmt.Errorf("modem: ICMP ahead of the FIFO needs the trace modem, whose tbf carries the rate of both queues: give --trace-down or --trace-up")
+	}
 	opts, err := m.netem()
 	if err != nil {
 		return err

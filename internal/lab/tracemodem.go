@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/florianl/go-tc"
 	"github.com/florianl/go-tc/core"
+	"golang.org/x/sys/unix"
 )
 
 // The modem of a direction that follows a capacity trace cannot be the
@@ -116,11 +118,12 @@ func applyTraceModem(conn *tc.Tc, ifindex uint32, m Modem) error {
 	if err := conn.Qdisc().Replace(root); err != nil {
 		return fmt.Errorf("modem: add tbf on ifindex %d: %w", ifindex, err)
 	}
-	delayOnly := m
-	delayOnly.RateBits = 0
-	ne, err := delayOnly.netemDelay()
+	ne, err := m.netemDelay()
 	if err != nil {
 		return err
+	}
+	if m.ICMPAhead {
+		return applyICMPAhead(conn, ifindex, ne)
 	}
 	child := &tc.Object{
 		Msg:       tc.Msg{Ifindex: ifindex, Handle: core.BuildHandle(0x10, 0), Parent: core.BuildHandle(0x1, 0x1)},
@@ -131,6 +134,59 @@ func applyTraceModem(conn *tc.Tc, ifindex uint32, m Modem) error {
 	}
 	return nil
 }
+
+// applyICMPAhead puts a prio (10:) under the trace modem's tbf instead of
+// the netem: ICMP (a u32 match on the IPv4 protocol) goes to band 10:1,
+// everything else to 10:2, and prio serves 10:1 first. Each band is a
+// netem like ne, with the line's delay and a FIFO of its limit, so ICMP
+// keeps the base delay and shares the rate (tbf above both) but never
+// waits behind the bloat.
+func applyICMPAhead(conn *tc.Tc, ifindex uint32, ne *tc.Netem) error {
+	prio := &tc.Prio{Bands: 2}
+	for i := range prio.PrioMap {
+		prio.PrioMap[i] = 1 // every priority to the second band, 10:2
+	}
+	objs := []*tc.Object{
+		{Msg: tc.Msg{Ifindex: ifindex, Handle: core.BuildHandle(0x10, 0), Parent: core.BuildHandle(0x1, 0x1)},
+			Attribute: tc.Attribute{Kind: "prio", Prio: prio}},
+		{Msg: tc.Msg{Ifindex: ifindex, Handle: core.BuildHandle(0x20, 0), Parent: core.BuildHandle(0x10, 0x1)},
+			Attribute: tc.Attribute{Kind: "netem", Netem: ne}},
+		{Msg: tc.Msg{Ifindex: ifindex, Handle: core.BuildHandle(0x30, 0), Parent: core.BuildHandle(0x10, 0x2)},
+			Attribute: tc.Attribute{Kind: "netem", Netem: ne}},
+	}
+	for _, o := range objs {
+		if err := conn.Qdisc().Replace(o); err != nil {
+			return fmt.Errorf("modem: add %s %s for --icmp-ahead on ifindex %d: %w", o.Kind, handleString(o.Handle), ifindex, err)
+		}
+	}
+	// The key is the IPv4 header's third 32-bit word (TTL, protocol,
+	// checksum), compared in network byte order as the kernel holds it:
+	// go-tc writes the fields in the host's order, hence NativeEndian.
+	band := core.BuildHandle(0x10, 0x1)
+	f := &tc.Object{
+		Msg: tc.Msg{Ifindex: ifindex, Parent: core.BuildHandle(0x10, 0), Info: 1<<16 | uint32(htons(unix.ETH_P_IP))},
+		Attribute: tc.Attribute{Kind: "u32", U32: &tc.U32{ClassID: &band, Sel: &tc.U32Sel{
+			Flags: 1, // TC_U32_TERMINAL
+			NKeys: 1,
+			Keys: []tc.U32Key{{
+				Mask: binary.NativeEndian.Uint32([]byte{0, 0xff, 0, 0}),
+				Val:  binary.NativeEndian.Uint32([]byte{0, unix.IPPROTO_ICMP, 0, 0}),
+				Off:  8,
+			}},
+		}}},
+	}
+	if err := conn.Filter().Add(f); err != nil {
+		return fmt.Errorf("modem: add the ICMP filter for --icmp-ahead on ifindex %d: %w", ifindex, err)
+	}
+	return nil
+}
+
+// htons is v in network byte order, as a host-order uint16 holds it.
+func htons(v uint16) uint16 {
+	return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v))
+}
+
+func handleString(h uint32) string { return fmt.Sprintf("%x:%x", h>>16, h&0xffff) }
 
 // netemDelay is the netem of a trace modem: the one-way delay and the
 // FIFO, no rate (tbf above it has that).

@@ -220,7 +220,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	}
 	md, mu := link.Modems()
 	for i, m := range []Modem{md, mu} {
-		if dirs[i].tr != nil {
+		if dirs[i].tr != nil || m.ICMPAhead {
 			if _, err := m.tbf(m.RateBits); err != nil {
 				return nil, fmt.Errorf("lab: %w", err)
 			}
@@ -374,6 +374,14 @@ func (t *topology) traceModems(dirs *[2]traceDir, down, up Modem) error {
 				return fmt.Errorf("lab: find %s in %s: %w", d.dev, t.isp.Name(), err)
 			}
 			td := &dirs[i]
+			if td.tr == nil && d.m.ICMPAhead {
+				// A fixed line with ICMP ahead: a trace modem that
+				// never changes its rate.
+				if err := applyTraceModem(conn, uint32(ifi.Index), d.m); err != nil {
+					return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)
+				}
+				continue
+			}
 			if td.tr == nil {
 				if err := applyModem(conn, uint32(ifi.Index), d.m); err != nil {
 					return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)

@@ -13,7 +13,7 @@
 // length. The JSON of every run and its plot (NAME-CONTROLLER-trace.svg:
 // rate, capacity and delay over time) stay in -out.
 //
-//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-judge]
+//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-icmp-ahead] [-judge]
 //
 // The download follows the trace; the upload is the line's fixed 2 Mbit/s
 // with both controllers' upload range pinned to its base, so the numbers
@@ -97,6 +97,7 @@ func main() {
 		noFixed  = flag.Bool("no-fixed", false, "skip the fixed-rate sweep")
 		fixedArg = flag.String("fixed", "", "the sweep's fixed rates as comma-separated fractions of 8 Mbit/s (default 0.2,0.5,0.9)")
 		controls = flag.String("controllers", "sqm,cake", "which controllers to run, comma-separated: sqm, cake (none: only the fixed sweep)")
+		icmp     = flag.Bool("icmp-ahead", false, "every run with ICMP queued ahead of the modem's FIFO (sqm lab --icmp-ahead): pings do not see the bloat")
 	)
 	flag.Parse()
 	want := map[string]bool{}
@@ -172,6 +173,9 @@ func main() {
 					"--trace-down", file, "--plot", filepath.Join(*out, tc.name+"-"+j.name)}
 				if tc.duration != "" {
 					args = append(args, "--duration", tc.duration)
+				}
+				if *icmp {
+					args = append(args, "--icmp-ahead")
 				}
 				args = append(args, j.args...)
 				fmt.Fprintf(os.Stderr, "== %s %s: %s %s\n", tc.name, j.name, *sqm, strings.Join(args, " "))

@@ -60,7 +60,7 @@ func TestRunScript(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "ok.test"), []byte("#!/bin/sh\necho \"args: $*\"\n"), 0o755)
 	os.WriteFile(filepath.Join(dir, "bad.test"), []byte("#!/bin/sh\necho \"args: $*\"\nexit 3\n"), 0o755)
-	script := strings.ReplaceAll(runScript(pkgs, time.Minute, "3x"), "O=/run/sqm-out", "O="+dir)
+	script := strings.ReplaceAll(runScript(pkgs, time.Minute, "3x", false), "O=/run/sqm-out", "O="+dir)
 	out, err := exec.Command("sh", "-c", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
