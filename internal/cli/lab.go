@@ -31,7 +31,8 @@ func cmdLab() *command {
 		usage: "sqm lab [--down RATE] [--up RATE] [--rtt TIME] [--buffer PACKETS] [--linklayer ethernet|atm|ptm]\n" +
 			"               [--overhead N] [--mode rrul|speedtest] [--duration D] [--config FILE | shaping flags]\n" +
 			"               [--ecn] [--plot PREFIX] [--json] [--vm] [--tune [--target MS]]\n" +
-			"       sqm lab [link flags] [shaping flags] --trace-down FILE --trace-up FILE [--autorate | --cake-autorate DIR] [--duration D] [--json] [--vm]",
+			"       sqm lab [link flags] [shaping flags] --trace-down FILE --trace-up FILE [--autorate | --cake-autorate DIR] [--duration D]\n" +
+			"               [--no-load] [--icmp-ahead] [--json] [--vm]",
 		help: `Builds client -- router -- isp -- server network namespaces joined by veth
 pairs. The isp namespace plays a bloated modem: netem with the line rate, half
 the base RTT as delay each way and a deep FIFO (--buffer packets). With
@@ -62,7 +63,10 @@ second by second in --json, capacity, shaping rate, goodput and delay.
 Shaping is fixed (the shaping flags) unless --autorate is given, or
 --cake-autorate DIR, which runs lynxthecat/cake-autorate from a checkout in
 the router namespace with the same rate ranges and reflector, so that the
-two controllers compare on one trace.
+two controllers compare on one trace. --no-load leaves the link idle (the
+controller's cost when nothing is sent: cpu_seconds); --icmp-ahead gives
+ICMP its own queue ahead of the modem's FIFO, both ways, as some ISPs
+treat ICMP apart, so that pings no longer see the bloat.
 
 This machine's kernel may lack netem or cake; then the lab says which module
 is missing, and --vm runs the whole lab inside the project's qemu VM
@@ -102,6 +106,7 @@ Example:
 			fs.String("trace-up", "", "the modem's upload capacity follows this trace `file`")
 			fs.Bool("autorate", false, "with a trace: sqm's autorate moves the shaping rates (default: fixed shaping)")
 			fs.String("cake-autorate", "", "with a trace: lynxthecat/cake-autorate from this checkout `dir` moves the shaping rates instead (bash 5, fping; for comparing controllers)")
+			fs.Bool("no-load", false, "with a trace: no rrul load, only the lab's own probes: what the controller does and costs (cpu_seconds) on an idle link")
 			fs.Bool("icmp-ahead", false, "with a trace: the modem queues ICMP apart, ahead of its FIFO, both ways (as ISPs that treat ICMP apart do): pings stop seeing the bloat")
 		},
 		run: runLab,
@@ -124,7 +129,7 @@ func runLab(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) erro
 	if str("trace-down") != "" || str("trace-up") != "" {
 		return runLabTrace(ctx, env, fs, opts)
 	}
-	for _, c := range []string{"autorate", "cake-autorate", "icmp-ahead"} {
+	for _, c := range []string{"autorate", "cake-autorate", "icmp-ahead", "no-load"} {
 		if v := get(c).Get(); v != false && v != "" {
 			return usageError("--%s needs --trace-down or --trace-up: it works on a trace run", c)
 		}

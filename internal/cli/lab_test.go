@@ -32,6 +32,7 @@ func TestLabFlags(t *testing.T) {
 		{"bad duration", []string{"lab", "--duration", "ten"}, 2, "expected a duration such as 10 (seconds)"},
 		{"autorate without trace", []string{"lab", "--autorate"}, 2, "--autorate needs --trace-down or --trace-up"},
 		{"cake-autorate without trace", []string{"lab", "--cake-autorate", "."}, 2, "--cake-autorate needs --trace-down or --trace-up"},
+		{"no-load without trace", []string{"lab", "--no-load"}, 2, "--no-load needs --trace-down or --trace-up"},
 		{"icmp-ahead without trace", []string{"lab", "--icmp-ahead"}, 2, "--icmp-ahead needs --trace-down or --trace-up"},
 		{"two controllers", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--autorate", "--cake-autorate", "."}, 2, "--autorate and --cake-autorate each name the controller"},
 		{"not a cake-autorate checkout", []string{"lab", "--trace-down", "../trace/testdata/step-40-10-40.steps", "--cake-autorate", "testdata"}, 2, "--cake-autorate testdata: no cake-autorate.sh there"},

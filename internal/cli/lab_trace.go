@@ -64,6 +64,7 @@ func labTraces(fs *flag.FlagSet, opts *lab.Options) (lab.Traces, error) {
 		}
 		tr.Controller = lab.Autorate()
 	}
+	tr.NoLoad = fs.Lookup("no-load").Value.String() == "true"
 	var longest time.Duration
 	for _, d := range []struct {
 		flag string

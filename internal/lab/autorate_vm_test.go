@@ -58,6 +58,108 @@ import (
 // held 1.0-1.2 and missed in 8 of 8 runs.
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
+	run := runStepAutorate(t, false)
+	rep, tr, s := run.rep, run.tr, run.rep.Series
+	up := tr.Steps()[2]
+	run.checkStepDown(t)
+	reached := time.Duration(-1)
+	for at := up.Start; at <= up.Start+5*time.Second; at += 10 * time.Millisecond {
+		if run.rate(at) >= up.Bits*9/10 {
+			reached = at - up.Start
+			break
+		}
+	}
+	// The step up is a requirement of issue 26 that the controller does
+	// not meet yet (the comment above says why). It is checked only with
+	// SQM_AUTORATE_STEPUP=1 so that make test holds what does work; the
+	// skip-free default still prints the miss so it cannot go unseen.
+	checkStepUp := os.Getenv("SQM_AUTORATE_STEPUP") == "1"
+	if reached < 0 && !checkStepUp {
+		t.Logf("KNOWN FAILING, not checked without SQM_AUTORATE_STEPUP=1 (issue 26): within 5 s of the capacity rising to %.1f Mbit/s the rate never reached 90 %% of it (at 5 s: %.2f Mbit/s)", float64(up.Bits)/1e6, float64(run.rate(up.Start+5*time.Second))/1e6)
+	} else if reached < 0 {
+		t.Errorf("within 5 s of the capacity rising to %.1f Mbit/s (at %v) the rate never reached 90 %% of it (at 5 s: %.2f Mbit/s)", float64(up.Bits)/1e6, up.Start, float64(run.rate(up.Start+5*time.Second))/1e6)
+	} else {
+		t.Logf("90 %% of the new capacity %.2f s after the step up", reached.Seconds())
+	}
+	for k := 11; k < 16 && k < len(s.RateDownMbps); k++ {
+		if r := s.RateDownMbps[k]; r < 0 || r > 2.5 {
+			t.Errorf("second %d: cake's bandwidth in the kernel %.2f Mbit/s, want a read of at most 2.5 on the 2 Mbit/s step", k, r)
+		}
+	}
+	run.checkDelay(t)
+	c := rep.Controller
+	if c.Name != "sqm-autorate" || c.RateChanges == 0 || c.CPUSeconds <= 0 {
+		t.Errorf("controller %+v: want sqm-autorate with rate changes and the kernel's CPU time of its threads", c)
+	}
+	n := 0
+	for i, ch := range run.log {
+		if i < 2 && ch.bits == run.base[ch.dir] {
+			continue // the start at the base rate
+		}
+		n++
+	}
+	if n < c.RateChanges {
+		t.Errorf("%d rate changes reported, %d set", c.RateChanges, n)
+	}
+}
+
+// TestVMTraceAutorateICMPAhead is TestVMTraceAutorate's run with ICMP
+// queued ahead of the modem's FIFO both ways (Link.ICMPAhead; the upload
+// a constant trace modem for it): the controller's ICMP reflector sees no
+// queue, its sqm server echo does, and the bounds that hold without it
+// must hold with it: below the new capacity 1 s after the step down, and
+// the download's induced p95 (the lab's UDP ground truth) at most 60 ms.
+// Fixed shaping at 7.2 Mbit/s gives seconds here.
+func TestVMTraceAutorateICMPAhead(t *testing.T) {
+	testutil.RequireVM(t)
+	run := runStepAutorate(t, true)
+	if !run.rep.Link.ICMPAhead {
+		t.Errorf("the report's link has icmp_ahead false")
+	}
+	run.checkStepDown(t)
+	run.checkDelay(t)
+}
+
+// stepRun is one run of runStepAutorate.
+type stepRun struct {
+	rep  *TraceReport
+	tr   *trace.Trace
+	log  []rateChange
+	base [2]uint64
+}
+
+// rate is the download rate the loop had set at trace time at.
+func (r *stepRun) rate(at time.Duration) uint64 {
+	v := r.base[autorate.Down]
+	for _, c := range r.log {
+		if c.dir == autorate.Down && c.at.Sub(r.rep.t0) <= at {
+			v = c.bits
+		}
+	}
+	return v
+}
+
+// checkStepDown: 1 s after the capacity fell the rate is below it.
+func (r *stepRun) checkStepDown(t *testing.T) {
+	t.Helper()
+	down := r.tr.Steps()[1]
+	if v := r.rate(down.Start + time.Second); v >= down.Bits {
+		t.Errorf("1 s after the capacity fell to %.1f Mbit/s (at %v) the rate was %.2f Mbit/s, want below it", float64(down.Bits)/1e6, down.Start, float64(v)/1e6)
+	}
+}
+
+// checkDelay: the download's induced one-way delay p95 is at most 60 ms.
+func (r *stepRun) checkDelay(t *testing.T) {
+	t.Helper()
+	if p := r.rep.Controller.InducedOWDMs.Down.P95; p > 60 || p < 0 {
+		t.Errorf("download induced delay p95 %.1f ms, want at most 60 ms", p)
+	}
+}
+
+// runStepAutorate runs sqm's autorate on autorate-step-8-2-8.steps as
+// TestVMTraceAutorate says, with ICMP ahead of the modem's FIFO if asked,
+// and logs the report and each second.
+func runStepAutorate(t *testing.T, icmpAhead bool) *stepRun {
 	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +169,7 @@ func TestVMTraceAutorate(t *testing.T) {
 	start := time.Now()
 	o := DefaultOptions()
 	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
+	o.Link.ICMPAhead = icmpAhead
 	o.Duration = tr.Length
 	o.Idle = 2 * time.Second
 	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
@@ -93,67 +196,10 @@ func TestVMTraceAutorate(t *testing.T) {
 		t.Logf("%2d s: capacity %5.2f rate %5.2f goodput %5.2f Mbit/s, induced down %7.1f ms (max %7.1f) | up rate %4.2f goodput %4.2f, induced %6.1f ms",
 			k, s.CapacityDownMbps[k], s.RateDownMbps[k], s.GoodputDownMbps[k], s.InducedDownMs[k], s.InducedDownMaxMs[k], s.RateUpMbps[k], s.GoodputUpMbps[k], s.InducedUpMs[k])
 	}
-	log := ctl.log()
-	base := [2]uint64{rep.Shaping.DownloadKbit * 1000, rep.Shaping.UploadKbit * 1000}
-	// rate is the download rate the loop had set at trace time at.
-	rate := func(at time.Duration) uint64 {
-		r := base[autorate.Down]
-		for _, c := range log {
-			if c.dir == autorate.Down && c.at.Sub(rep.t0) <= at {
-				r = c.bits
-			}
-		}
-		return r
-	}
+	run := &stepRun{rep: rep, tr: tr, log: ctl.log(), base: [2]uint64{rep.Shaping.DownloadKbit * 1000, rep.Shaping.UploadKbit * 1000}}
 	t.Logf("trace start at %.1fs of the test; controller CPU: loop %.2f s, prober %.2f s", rep.t0.Sub(start).Seconds(), ctl.last.LoopCPU, ctl.last.ProberCPU)
 	if rep.ModemLateMs > 50 {
 		t.Logf("note: the modem's schedule ran up to %.0f ms late: the VM was short of CPU (host load?)", rep.ModemLateMs)
 	}
-
-	steps := tr.Steps()
-	down, up := steps[1], steps[2]
-	if r := rate(down.Start + time.Second); r >= down.Bits {
-		t.Errorf("1 s after the capacity fell to %.1f Mbit/s (at %v) the rate was %.2f Mbit/s, want below it", float64(down.Bits)/1e6, down.Start, float64(r)/1e6)
-	}
-	reached := time.Duration(-1)
-	for at := up.Start; at <= up.Start+5*time.Second; at += 10 * time.Millisecond {
-		if rate(at) >= up.Bits*9/10 {
-			reached = at - up.Start
-			break
-		}
-	}
-	// The step up is a requirement of issue 26 that the controller does
-	// not meet yet (the comment above says why). It is checked only with
-	// SQM_AUTORATE_STEPUP=1 so that make test holds what does work; the
-	// skip-free default still prints the miss so it cannot go unseen.
-	checkStepUp := os.Getenv("SQM_AUTORATE_STEPUP") == "1"
-	if reached < 0 && !checkStepUp {
-		t.Logf("KNOWN FAILING, not checked without SQM_AUTORATE_STEPUP=1 (issue 26): within 5 s of the capacity rising to %.1f Mbit/s the rate never reached 90 %% of it (at 5 s: %.2f Mbit/s)", float64(up.Bits)/1e6, float64(rate(up.Start+5*time.Second))/1e6)
-	} else if reached < 0 {
-		t.Errorf("within 5 s of the capacity rising to %.1f Mbit/s (at %v) the rate never reached 90 %% of it (at 5 s: %.2f Mbit/s)", float64(up.Bits)/1e6, up.Start, float64(rate(up.Start+5*time.Second))/1e6)
-	} else {
-		t.Logf("90 %% of the new capacity %.2f s after the step up", reached.Seconds())
-	}
-	for k := 11; k < 16 && k < len(s.RateDownMbps); k++ {
-		if r := s.RateDownMbps[k]; r < 0 || r > 2.5 {
-			t.Errorf("second %d: cake's bandwidth in the kernel %.2f Mbit/s, want a read of at most 2.5 on the 2 Mbit/s step", k, r)
-		}
-	}
-	if p := rep.Controller.InducedOWDMs.Down.P95; p > 60 || p < 0 {
-		t.Errorf("download induced delay p95 %.1f ms, want at most 60 ms", p)
-	}
-	c := rep.Controller
-	if c.Name != "sqm-autorate" || c.RateChanges == 0 || c.CPUSeconds <= 0 {
-		t.Errorf("controller %+v: want sqm-autorate with rate changes and the kernel's CPU time of its threads", c)
-	}
-	n := 0
-	for i, ch := range log {
-		if i < 2 && ch.bits == base[ch.dir] {
-			continue // the start at the base rate
-		}
-		n++
-	}
-	if n < c.RateChanges {
-		t.Errorf("%d rate changes reported, %d set", c.RateChanges, n)
-	}
+	return run
 }

@@ -32,6 +32,11 @@ type Traces struct {
 	// Controller, if set, moves sqm's shaping rates during the run; nil
 	// keeps the fixed shaping of Options.Shaping.
 	Controller Controller
+	// NoLoad runs the trace without the rrul load, for Options.Duration
+	// after the idle lead: the ground-truth probes alone cross the link,
+	// so the report is what a controller does and costs on an idle link
+	// (its utilisation is 0).
+	NoLoad bool
 }
 
 // DefaultTraceInterval is the modem's step: fine enough for cellular
@@ -296,28 +301,36 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	defer f.close()
 	smp := &rateSampler{t: t, wan: wanDev, ifb: ifb, q: q}
 
-	o.progress("following the traces for %v (rrul load, ground-truth probes every %v each way)", o.Duration, owdEvery)
 	var once sync.Once
 	var t0 time.Time
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	res, err := bloat.Run(ctx, bloat.Options{
-		Addr: serverIP, Mode: bloat.ModeRRUL, Duration: o.Duration, Idle: o.Idle, Enter: t.client.Do,
-		Progress: func(pr bloat.Progress) {
-			if pr.Phase != "load" {
-				return
-			}
-			// The first tick of the load phase: the load began
-			// (Elapsed - Idle) ago, and so does the trace.
-			once.Do(func() {
-				t0 = time.Now().Add(-(pr.Elapsed - o.Idle))
-				f.started = true
-				go f.run(runCtx, t0)
-				smp.done = make(chan struct{})
-				go smp.run(runCtx, t0, o.Duration)
-			})
-		},
-	})
+	begin := func(at time.Time) {
+		once.Do(func() {
+			t0 = at
+			f.started = true
+			go f.run(runCtx, t0)
+			smp.done = make(chan struct{})
+			go smp.run(runCtx, t0, o.Duration)
+		})
+	}
+	var res *bloat.Result
+	if tr.NoLoad {
+		o.progress("following the traces for %v (no load, ground-truth probes every %v each way)", o.Duration, owdEvery)
+		res, err = idleRun(ctx, o, begin)
+	} else {
+		o.progress("following the traces for %v (rrul load, ground-truth probes every %v each way)", o.Duration, owdEvery)
+		res, err = bloat.Run(ctx, bloat.Options{
+			Addr: serverIP, Mode: bloat.ModeRRUL, Duration: o.Duration, Idle: o.Idle, Enter: t.client.Do,
+			Progress: func(pr bloat.Progress) {
+				// The first tick of the load phase: the load began
+				// (Elapsed - Idle) ago, and so does the trace.
+				if pr.Phase == "load" {
+					begin(time.Now().Add(-(pr.Elapsed - o.Idle)))
+				}
+			},
+		})
+	}
 	stopRun()
 	f.wait()
 	smp.wait()
@@ -722,6 +735,28 @@ func (rep *TraceReport) loadT0(res *bloat.Result) float64 {
 		}
 	}
 	return res.IdleS
+}
+
+// idleRun is a trace run's time without load: o.Idle, then the trace for
+// o.Duration (begin starts it). Its result has the phases' times and no
+// samples, so goodput is 0.
+func idleRun(ctx context.Context, o Options, begin func(time.Time)) (*bloat.Result, error) {
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := wait(o.Idle); err != nil {
+		return nil, err
+	}
+	begin(time.Now())
+	if err := wait(o.Duration); err != nil {
+		return nil, err
+	}
+	return &bloat.Result{IdleS: o.Idle.Seconds(), Phases: []bloat.Phase{{Name: "load", StartS: o.Idle.Seconds(), EndS: (o.Idle + o.Duration).Seconds()}}}, nil
 }
 
 // sampleSpan is the stretch of the tester's clock that sample i of its

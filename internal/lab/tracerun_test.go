@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"math"
@@ -155,5 +156,32 @@ func TestGoodputBunchedSamples(t *testing.T) {
 	spread(b, 0.5, 2.5, 4)
 	if want := []float64{1, 2, 1}; !eq(b, want) {
 		t.Errorf("spread over 0.5..2.5 s = %v, want %v", b, want)
+	}
+}
+
+// TestIdleRun: a --no-load run waits the idle lead, starts the trace
+// once, waits its length and returns the phases with no samples; a
+// cancelled context ends it with the context's error.
+func TestIdleRun(t *testing.T) {
+	o := Options{Idle: 20 * time.Millisecond, Duration: 30 * time.Millisecond}
+	var began []time.Time
+	start := time.Now()
+	res, err := idleRun(context.Background(), o, func(at time.Time) { began = append(began, at) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(began) != 1 || began[0].Sub(start) < o.Idle {
+		t.Errorf("trace started %d times (%v after the start), want once after the %v idle lead", len(began), began, o.Idle)
+	}
+	if time.Since(start) < o.Idle+o.Duration {
+		t.Errorf("returned after %v, before the idle lead and the trace", time.Since(start))
+	}
+	if len(res.Series.TS) != 0 || len(res.Phases) != 1 || res.Phases[0].Name != "load" || res.Phases[0].StartS != o.Idle.Seconds() {
+		t.Errorf("result %+v: want one load phase from the idle lead and no samples", res)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := idleRun(ctx, o, func(time.Time) { t.Error("trace started in a cancelled run") }); err != context.Canceled {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
 	}
 }
