@@ -136,11 +136,13 @@ bench-tune: build
 # cellular traces. 25 VM runs of 30-100 s (about 35 minutes). Not part of
 # `make test`.
 # ICMP_AHEAD=1 runs every trace with ICMP queued ahead of the modem's FIFO
-# (sqm lab --icmp-ahead), into bench-out/autorate-icmp.
-#   flock /tmp/sqm-vm.lock make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR] [ICMP_AHEAD=1]
+# (sqm lab --icmp-ahead), into bench-out/autorate-icmp; NO_LOAD=1 runs the
+# two controllers on each trace without load (their idle CPU), into
+# bench-out/autorate-idle.
+#   flock /tmp/sqm-vm.lock make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR] [ICMP_AHEAD=1 | NO_LOAD=1]
 bench-autorate: build
 	@[ -n "$(CAKE_AUTORATE)" ] || { echo "bench-autorate: give CAKE_AUTORATE=DIR, a lynxthecat/cake-autorate checkout"; exit 2; }
-	$(GO) run ./tools/autoratebench -sqm bin/sqm -cake-autorate '$(CAKE_AUTORATE)' $(if $(MAHIMAHI),-mahimahi '$(MAHIMAHI)') $(if $(ICMP_AHEAD),-icmp-ahead -out bench-out/autorate-icmp,-out bench-out/autorate)
+	$(GO) run ./tools/autoratebench -sqm bin/sqm -cake-autorate '$(CAKE_AUTORATE)' $(if $(MAHIMAHI),-mahimahi '$(MAHIMAHI)') $(if $(ICMP_AHEAD),-icmp-ahead -out bench-out/autorate-icmp,$(if $(NO_LOAD),-no-load -out bench-out/autorate-idle,-out bench-out/autorate))
 
 bench-policer: build
 	$(GO) run ./tools/policersweep -sqm bin/sqm -out bench-out/policer

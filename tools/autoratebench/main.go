@@ -13,7 +13,7 @@
 // length. The JSON of every run and its plot (NAME-CONTROLLER-trace.svg:
 // rate, capacity and delay over time) stay in -out.
 //
-//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-icmp-ahead] [-judge]
+//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-icmp-ahead] [-no-load] [-judge]
 //
 // The download follows the trace; the upload is the line's fixed 2 Mbit/s
 // with both controllers' upload range pinned to its base, so the numbers
@@ -97,6 +97,7 @@ func main() {
 		noFixed  = flag.Bool("no-fixed", false, "skip the fixed-rate sweep")
 		fixedArg = flag.String("fixed", "", "the sweep's fixed rates as comma-separated fractions of 8 Mbit/s (default 0.2,0.5,0.9)")
 		controls = flag.String("controllers", "sqm,cake", "which controllers to run, comma-separated: sqm, cake (none: only the fixed sweep)")
+		noLoad   = flag.Bool("no-load", false, "run the controllers without load (sqm lab --no-load): their cost on an idle link; no fixed sweep")
 		icmp     = flag.Bool("icmp-ahead", false, "every run with ICMP queued ahead of the modem's FIFO (sqm lab --icmp-ahead): pings do not see the bloat")
 	)
 	flag.Parse()
@@ -153,7 +154,7 @@ func main() {
 			args []string
 		}
 		var jobs []job
-		if !*noFixed {
+		if !*noFixed && !*noLoad {
 			for _, f := range fixedFractions {
 				k := int(f * lineDown)
 				jobs = append(jobs, job{fmt.Sprintf("fixed-%d", k), []string{"--shape-down", fmt.Sprintf("%dkbit", k), "--shape-up", fmt.Sprintf("%dkbit", lineUp*9/10)}})
@@ -176,6 +177,9 @@ func main() {
 				}
 				if *icmp {
 					args = append(args, "--icmp-ahead")
+				}
+				if *noLoad {
+					args = append(args, "--no-load")
 				}
 				args = append(args, j.args...)
 				fmt.Fprintf(os.Stderr, "== %s %s: %s %s\n", tc.name, j.name, *sqm, strings.Join(args, " "))
