@@ -8,6 +8,7 @@ let csrf = '';
 let role = '';
 const HISTORY = 120; // samples kept per device for the graphs (2 min at 1 s)
 const history = {};   // device -> [{t, rx, tx, tins: [avg delay ms]}]
+const arHistory = {}; // device -> [{t, down: {rate, delay}, up: {rate, delay}}] (autorate)
 let lastSample = {};  // device -> {t, bytes}
 let statusTimer = null;
 let testTimer = null;
@@ -228,6 +229,8 @@ function queueCard(d, ifb, st, t, open) {
   const lg = card.lastChild.children;
   lg[0].style.background = 'var(--down)'; lg[1].style.background = 'var(--up)';
 
+  if (d.autorate) card.append(autorateSection(d.device, d.autorate, t));
+
   for (const [dev, label] of [[ifb, 'download (ingress, on ' + (ifb ? ifb.device : '') + ')'], [d, 'upload (egress)']]) {
     if (!dev || !dev.kernel) continue;
     const q = rootQdisc(dev.kernel);
@@ -242,6 +245,42 @@ function queueCard(d, ifb, st, t, open) {
   for (const dev of [d, ifb]) if (dev && dev.kernel) det.append(el('div', { class: 'mono', text: dev.device }), countersTable(dev.kernel));
   card.append(det);
   return card;
+}
+
+// autorateSection shows what the daemon's autorate does to the queue: each
+// direction's rate, delay and last reason now, and the rate and the delay
+// it acted on over the last minutes (kept here from each status poll, like
+// the throughput graph).
+function autorateSection(dev, ar, t) {
+  const dirs = [['download', ar.download], ['upload', ar.upload]].filter(([, x]) => x);
+  const h = arHistory[dev] || (arHistory[dev] = []);
+  if (!h.length || t > h[h.length - 1].t) {
+    const s = { t };
+    for (const [name, x] of dirs) s[name] = { rate: x.rate_kbit * 1000, delay: x.delay_ms, target: x.target_ms };
+    h.push(s);
+    if (h.length > HISTORY) h.shift();
+  }
+  const out = el('div', { 'data-autorate-section': dev }, el('h4', { text: 'Autorate' }));
+  let state = 'following the link';
+  if (ar.error) state = ar.error;
+  else if (ar.fallback) state = 'at the base rates: no reflector answers';
+  else if (!ar.running) state = 'starting';
+  out.append(el('p', { class: 'facts', 'data-autorate-state': ar.error || ar.fallback ? 'base' : 'running', text:
+    state + ` · ${ar.rate_changes || 0} rate changes · ${(ar.reflectors || []).filter((r) => r.replied).length} of ${(ar.reflectors || []).length} reflectors answering` }));
+  const live = el('div', { class: 'live' });
+  for (const [name, x] of dirs) {
+    const delay = x.delay_ms < 0 ? 'no delay yet' : `${x.delay_ms.toFixed(1)} ms of ${x.target_ms} ms target`;
+    live.append(el('div', { class: 'stat' }, el('b', { text: fmtKbit(x.rate_kbit), 'data-autorate': name }),
+      el('span', { text: `${name} rate (${fmtKbit(x.min_kbit)}–${fmtKbit(x.max_kbit)}) · ${delay} · ${x.reason}` })));
+  }
+  out.append(live);
+  const series = (name, key) => h.filter((s) => s[name] && s[name][key] >= 0).map((s) => ({ t: s.t, v: s[name][key] }));
+  out.append(lineGraph([series('download', 'rate'), series('upload', 'rate')], ['#2f5fd0', '#d9730d'], (v) => fmtRate(v) + ' rate set'));
+  out.append(lineGraph([series('download', 'delay'), series('upload', 'delay'), series(dirs.length ? dirs[0][0] : 'download', 'target')], ['#2f5fd0', '#d9730d', '#8a94a8'], (v) => v.toFixed(1) + ' ms delay rise'));
+  const lg = el('div', { class: 'legend' }, el('i'), 'download', el('i'), 'upload', el('i'), 'target', ' · rate set, and the delay rise it acted on, last 2 minutes');
+  ['var(--down)', 'var(--up)', '#8a94a8'].forEach((c, i) => { lg.children[i].style.background = c; });
+  out.append(lg);
+  return out;
 }
 
 function countersTable(k) {
