@@ -94,6 +94,14 @@ type reflector struct {
 	prev     [3]time.Duration // rises of the one before
 	prev2    [3]time.Duration // and of the one before that
 	noise    float64          // EWMA of |second difference| of the rises, ns: jitter, not trend
+	// idleNoise is noise over the samples taken while both directions
+	// were lightly loaded (idleN of them): the path's own jitter, which
+	// our queue cannot raise. quietLone judges by it: under load an
+	// honest reflector's rises follow the queue (its drain, TCP's
+	// sawtooth, the cuts), and on a jittery path that made the one
+	// reflector that saw the queue look like a liar.
+	idleNoise float64
+	idleN     int
 	nsamp    int              // replies since the baseline started
 	replied  bool
 	fresh    bool // a reply this tick
@@ -322,7 +330,7 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 		if s.OneWay != r.oneWay {
 			r.have = [3]bool{}
 			r.oneWay = s.OneWay
-			r.nsamp = 0
+			r.nsamp, r.idleN = 0, 0
 		}
 		sent := s.Sent
 		if sent == 0 || sent > now {
@@ -337,7 +345,17 @@ func (c *Controller) takeSamples(now time.Duration, ss []Sample, light bool) {
 			r.track(iRTT, s.RTT, rise)
 		}
 		if r.nsamp >= 2 {
-			r.noisy(c.cfg.Dir[Down].Target)
+			j := r.jitter(c.cfg.Dir[Down].Target)
+			r.noise = 0.9*r.noise + 0.1*j
+			if light {
+				if r.idleN == 0 {
+					r.idleNoise = j
+				}
+				r.idleNoise = 0.9*r.idleNoise + 0.1*j
+				if r.idleN < 1<<20 {
+					r.idleN++
+				}
+			}
 		}
 		r.at, r.sent = now, sent
 		if r.nsamp < 3 {
@@ -369,11 +387,12 @@ func (r *reflector) track(i int, v time.Duration, rise float64) {
 	r.delta[i] = d
 }
 
-// noisy updates the reflector's jitter measure: a queue's rise or drain is
-// a line (second difference 0), a lying or jittery reflector's is not. Each
-// sample counts at most cap (the target), so the kink where a queue starts
-// or ends weighs little and a liar's random rises a lot.
-func (r *reflector) noisy(cap time.Duration) {
+// jitter is the latest sample's contribution to the reflector's jitter
+// measures, ns: a queue's rise or drain is a line (second difference 0), a
+// lying or jittery reflector's is not. Each sample counts at most cap (the
+// target), so the kink where a queue starts or ends weighs little and a
+// liar's random rises a lot.
+func (r *reflector) jitter(cap time.Duration) float64 {
 	var j time.Duration
 	for i := range r.delta {
 		x := r.delta[i] - 2*r.prev[i] + r.prev2[i]
@@ -387,7 +406,7 @@ func (r *reflector) noisy(cap time.Duration) {
 	if j > cap {
 		j = cap
 	}
-	r.noise = 0.9*r.noise + 0.1*float64(j)
+	return float64(j)
 }
 
 // measure takes the shaper counters: achieved rate over the last window,
@@ -628,19 +647,27 @@ func medianF(v []float64) float64 {
 	return v[(len(v)-1)/2]
 }
 
-// quietLone: the one fresh reflector of kind k has had a low jitter (under a
-// third of the target) for a while, so it may speak for its kind alone: one
-// UDP reflector beside ICMP ones the ISP deprioritises still shows the
-// queue, and a lone liar (noisy) does not.
+// quietLone: the one fresh reflector of kind k has a low jitter (under a
+// third of the target), so it may speak for its kind alone: one UDP
+// reflector beside ICMP ones the ISP deprioritises still shows the queue,
+// and a lone liar (noisy, idle or not) does not. Its jitter while the link
+// was lightly loaded (at least minIdleSamples of it) is the better judge,
+// as a queue cannot raise it; the jitter of all its samples serves on a
+// link loaded since the start.
 func (c *Controller) quietLone(n int, k Kind, target time.Duration) bool {
 	for j := 0; j < n; j++ {
 		if c.kinds[j] == k {
 			r := &c.refl[c.slots[j]]
-			return r.nsamp >= 3 && r.noise < float64(target)/3
+			quiet := float64(target) / 3
+			return (r.idleN >= minIdleSamples && r.idleNoise < quiet) || (r.nsamp >= 3 && r.noise < quiet)
 		}
 	}
 	return false
 }
+
+// minIdleSamples is how many samples on a lightly loaded link judge a lone
+// reflector's jitter: 1 s of probes at the default 100 ms.
+const minIdleSamples = 10
 
 func (c *Controller) kindMedian(n int, k Kind) (time.Duration, int) {
 	m := 0
