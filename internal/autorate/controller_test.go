@@ -282,6 +282,39 @@ func TestICMPDeprioritised(t *testing.T) {
 			refl := append(icmpReflectors(3, true), udpReflectors(1)...)
 			stepDownChecks(t, link(d, down20, refl, 100*ms), d)
 		})
+		t.Run("one-udp-jittery-under-load+icmp/"+d.String(), func(t *testing.T) {
+			// a single UDP reflector beside one deprioritised ICMP one
+			// (the lab's: one reflector host), quiet while the link is
+			// idle for its first 5 s, 0-6 ms more jitter each way under
+			// load: its idle jitter lets it speak for its kind. Judged
+			// by its jitter over all samples (before 2026-12-03) it did
+			// not, and the queue stayed hidden: over target 62-100 % of
+			// the time after the step, p99 1.6 s. (With 10 ms or more of
+			// such jitter no one reflector can hold a 15 ms target: the
+			// rate collapses instead, utilisation 0.2-0.6.)
+			refl := append(icmpReflectors(1, true), udpReflectors(1)...)
+			refl[1].loadJitter = 6 * ms
+			s := link(d, down20, refl, 100*ms)
+			loaded := s.dir[d]
+			greedy := loaded.demand
+			loaded.demand = func(t time.Duration) float64 {
+				if t < 5*sec {
+					return 0
+				}
+				return greedy(t)
+			}
+			s.run(step + 20*sec)
+			rec := s.recovery(d, step, 5*sec, target)
+			over, p99 := s.overShare(d, step+1*sec, step+20*sec, target)
+			u := s.utilisation(d, step+1*sec, step+20*sec)
+			t.Logf("step: back under target after %v; after: over target %.1f%%, p99 %v, utilisation %.3f", rec, 100*over, p99.Round(ms), u)
+			if rec > sec || over > 0.10 {
+				t.Errorf("back under target after %v, over target %.1f%% of the time after: want <= 1s and <= 10%% (the UDP reflector's queue was not seen)", rec, 100*over)
+			}
+			if u < 0.85 {
+				t.Errorf("utilisation %.3f after the step, want >= 0.85 (the UDP reflector's jitter taken for a queue)", u)
+			}
+		})
 		t.Run("lone-udp-liar+icmp/"+d.String(), func(t *testing.T) {
 			// a single UDP reflector that lies (random) does not: the
 			// honest ICMP round trips decide

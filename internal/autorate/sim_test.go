@@ -114,6 +114,7 @@ type simRefl struct {
 	lieConst         time.Duration // added to every reply
 	lieRand          time.Duration // uniform 0..lieRand added to every reply (down)
 	jitter           time.Duration // uniform 0..jitter added to each direction of every probe (the path's)
+	loadJitter       time.Duration // uniform 0..loadJitter more while a direction carries load (a host's or a radio's noise under load)
 	dead             bool          // never answers
 	next             time.Duration
 }
@@ -237,6 +238,10 @@ func (s *sim) sendProbe(i int) {
 	if r.jitter > 0 {
 		up += time.Duration(s.rng.Int64N(int64(r.jitter)))
 		down += time.Duration(s.rng.Int64N(int64(r.jitter)))
+	}
+	if r.loadJitter > 0 && (s.dir[0].demand(t) > mbit || s.dir[1].demand(t) > mbit) {
+		up += time.Duration(s.rng.Int64N(int64(r.loadJitter)))
+		down += time.Duration(s.rng.Int64N(int64(r.loadJitter)))
 	}
 	smp := autorate.Sample{Reflector: i, OneWay: r.oneWay, Sent: t}
 	if r.oneWay {
