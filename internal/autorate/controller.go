@@ -102,13 +102,13 @@ type reflector struct {
 	// reflector that saw the queue look like a liar.
 	idleNoise float64
 	idleN     int
-	nsamp    int              // replies since the baseline started
-	replied  bool
-	fresh    bool // a reply this tick
-	lost     int  // consecutive lost probes
-	disagree float64
-	odd      bool // disagreed this tick
-	why      Why
+	nsamp     int // replies since the baseline started
+	replied   bool
+	fresh     bool // a reply this tick
+	lost      int  // consecutive lost probes
+	disagree  float64
+	odd       bool // disagreed this tick
+	why       Why
 }
 
 type histEntry struct {
