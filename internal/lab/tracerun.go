@@ -387,16 +387,14 @@ func (t *topology) traceModems(dirs *[2]traceDir, down, up Modem) error {
 				return fmt.Errorf("lab: find %s in %s: %w", d.dev, t.isp.Name(), err)
 			}
 			td := &dirs[i]
-			if td.tr == nil && d.m.ICMPAhead {
-				// A fixed line with ICMP ahead: a trace modem that
-				// never changes its rate.
-				if err := applyTraceModem(conn, uint32(ifi.Index), d.m); err != nil {
-					return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)
-				}
-				continue
-			}
 			if td.tr == nil {
-				if err := applyModem(conn, uint32(ifi.Index), d.m); err != nil {
+				apply := applyModem
+				if d.m.ICMPAhead {
+					// ICMP ahead needs tbf to carry the rate of
+					// both queues: a trace modem that never changes
+					apply = applyTraceModem
+				}
+				if err := apply(conn, uint32(ifi.Index), d.m); err != nil {
 					return fmt.Errorf("lab: emulate the modem on %s in %s: %w", d.dev, t.isp.Name(), err)
 				}
 				continue
