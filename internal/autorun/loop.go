@@ -42,6 +42,9 @@ type Shaper interface {
 type Prober interface {
 	Run(ctx context.Context, emit func(*reflector.Sample)) error
 	Replace(i int, t reflector.Target) error
+	// SetInterval: probe each target every d (the controller's idle
+	// interval while the link is idle, its probe interval otherwise).
+	SetInterval(d time.Duration)
 }
 
 // Config is one loop.
@@ -93,7 +96,8 @@ type Loop struct {
 
 	stalledSince time.Duration
 	fallback     bool
-	lastErr      [2]string // the last SetRate error logged, per direction
+	lastErr      [2]string     // the last SetRate error logged, per direction
+	probeEvery   time.Duration // the interval the prober was last given
 
 	mu      sync.Mutex
 	status  Status
@@ -196,7 +200,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
-		changed: make(chan struct{}, 1)}
+		changed: make(chan struct{}, 1), probeEvery: cfg.Controller.ProbeInterval}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
@@ -267,6 +271,13 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	}
 
 	out := l.ctl.Tick(now, &l.in)
+	if out.ProbeInterval != l.probeEvery && out.ProbeInterval > 0 {
+		// Idle for the controller's IdleAfter: probes slow to its idle
+		// interval (the "stop probing when idle"), and come back
+		// at once when it sees load in the shaper's counters.
+		l.probeEvery = out.ProbeInterval
+		l.cfg.Prober.SetInterval(out.ProbeInterval)
+	}
 	changed := [2]bool{}
 	var setErr [2]error
 	var set [2]uint64

@@ -52,10 +52,11 @@ func (f *fakeShaper) SetRate(bits uint64) (uint64, error) {
 }
 
 type fakeProber struct {
-	mu       sync.Mutex
-	replaced map[int]reflector.Target
-	runErr   error
-	returned chan struct{} // if set, closed as Run returns at the context's end
+	mu        sync.Mutex
+	replaced  map[int]reflector.Target
+	runErr    error
+	returned  chan struct{}   // if set, closed as Run returns at the context's end
+	intervals []time.Duration // SetInterval's, in order
 }
 
 func (p *fakeProber) Run(ctx context.Context, emit func(*reflector.Sample)) error {
@@ -67,6 +68,12 @@ func (p *fakeProber) Run(ctx context.Context, emit func(*reflector.Sample)) erro
 		close(p.returned)
 	}
 	return nil
+}
+
+func (p *fakeProber) SetInterval(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.intervals = append(p.intervals, d)
 }
 
 func (p *fakeProber) Replace(i int, t reflector.Target) error {
@@ -431,5 +438,34 @@ func TestRunStopIsNoError(t *testing.T) {
 		if st := r.status(); st.Fallback {
 			t.Fatalf("run %d: a stop fell back: %+v", i, st)
 		}
+	}
+}
+
+// TestIdleSlowsProbes: once both directions have been idle for the
+// controller's IdleAfter the prober is told to probe at the idle interval,
+// once; load in the shaper's counters brings it back to the probe
+// interval at the next tick.
+func TestIdleSlowsProbes(t *testing.T) {
+	r := newRig(t, true)
+	r.down.load, r.up.load = 0, 0
+	cfg := autorate.Config{}.WithDefaults()
+	for range int(cfg.IdleAfter/(100*time.Millisecond)) + 20 {
+		r.tick(0, 0, 1)
+	}
+	r.prober.mu.Lock()
+	got := append([]time.Duration(nil), r.prober.intervals...)
+	r.prober.mu.Unlock()
+	if len(got) != 1 || got[0] != cfg.IdleProbeInterval {
+		t.Fatalf("after %v idle the prober was given %v, want [%v] (once)", cfg.IdleAfter+2*time.Second, got, cfg.IdleProbeInterval)
+	}
+	r.down.load = 1
+	for range 3 {
+		r.tick(0, 0, 1)
+	}
+	r.prober.mu.Lock()
+	got = append([]time.Duration(nil), r.prober.intervals...)
+	r.prober.mu.Unlock()
+	if len(got) != 2 || got[1] != ProbeInterval {
+		t.Errorf("with load back the prober was given %v, want the idle interval then %v", got, ProbeInterval)
 	}
 }

@@ -456,3 +456,90 @@ func TestReplace(t *testing.T) {
 		t.Errorf("replies from the old reflector still routed: %v", p.byUDP)
 	}
 }
+
+// TestSetInterval: two ICMP echo targets probed every 20 ms; after the
+// fifth sample SetInterval(150 ms) spaces each target's probes 150 ms
+// apart (TestApplyIntervalFaster covers the way back).
+func TestSetInterval(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "reflint")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	p, err := New(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Kind: ICMPEcho}}, Interval: 20 * time.Millisecond, Enter: ns.Do, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var slow time.Time   // when SetInterval was called
+	var sent []time.Time // target 0's probes
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = p.Run(ctx, func(s *Sample) {
+		if s.Target != 0 {
+			return
+		}
+		sent = append(sent, s.Sent)
+		switch len(sent) {
+		case 5:
+			slow = time.Now()
+			p.SetInterval(150 * time.Millisecond)
+		case 11:
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) < 11 {
+		t.Fatalf("%d samples of target 0 in 10 s, want 11", len(sent))
+	}
+	// From the first probe sent after it, gaps of 150 ms: the schedule
+	// adds the interval to the last due time, so a late wakeup shortens
+	// the next gap and the mean stays; 120 ms leaves room for a late
+	// first one on a loaded machine, far above the 20 ms before.
+	var after []time.Time
+	for _, s := range sent {
+		if s.After(slow) {
+			after = append(after, s)
+		}
+	}
+	if n := len(after); n < 4 {
+		t.Fatalf("only %d probes sent after SetInterval: %v", n, sent)
+	} else if mean := after[n-1].Sub(after[0]) / time.Duration(n-1); mean < 120*time.Millisecond {
+		t.Errorf("mean gap %v after SetInterval(150ms), want 150 ms", mean)
+	}
+}
+
+// TestApplyIntervalFaster: going back to a shorter interval, each
+// target's next probe comes within the new interval of now (spread over
+// the targets), not at the end of the long wait; going slower leaves the
+// next probe where it was and only lengthens the ones after.
+func TestApplyIntervalFaster(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	p, err := newProber(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Kind: ICMPEcho}}, Interval: 100 * time.Millisecond, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range p.targets {
+		p.setTarget(i, p.cfg.Targets[i])
+		p.targets[i].next = now.Add(50 * time.Millisecond)
+	}
+	p.want = 2 * time.Second
+	p.applyInterval(now)
+	for i, ts := range p.targets {
+		if ts.interval != 2*time.Second || !ts.next.Equal(now.Add(50*time.Millisecond)) {
+			t.Errorf("slower: target %d interval %v next +%v, want 2s and +50ms", i, ts.interval, ts.next.Sub(now))
+		}
+		p.targets[i].next = now.Add(1900 * time.Millisecond)
+	}
+	p.want = 100 * time.Millisecond
+	p.applyInterval(now)
+	for i, ts := range p.targets {
+		if want := now.Add(time.Duration(i) * 50 * time.Millisecond); ts.interval != 100*time.Millisecond || !ts.next.Equal(want) {
+			t.Errorf("faster: target %d interval %v next +%v, want 100ms and +%v", i, ts.interval, ts.next.Sub(now), want.Sub(now))
+		}
+	}
+}

@@ -51,8 +51,13 @@ type Prober struct {
 	mask       uint32
 	tail, next uint32
 
+	// every is how often each target is probed now (Config.Interval, or
+	// SetInterval's), owned by Run; want is SetInterval's, under mu.
+	every time.Duration
+
 	mu      sync.Mutex
 	replace map[int]Target
+	want    time.Duration
 	closed  bool
 
 	buf    [2048]byte
@@ -71,7 +76,8 @@ type tstate struct {
 	sa       unix.Sockaddr
 	sock     int
 	next     time.Time     // next probe
-	interval time.Duration // between probes: Config.Interval, or longer if an irtt server says so
+	interval time.Duration // between probes: the prober's every, or longer if an irtt server says so
+	granted  time.Duration // the interval an irtt server granted (0: none)
 	// ICMP timestamps: replies seen, probes lost before the first reply,
 	// why the stamps are unusable ("" if not known to be), whether a stamp
 	// off a whole second was seen, and whole-second replies before that.
@@ -173,7 +179,8 @@ func New(cfg Config) (*Prober, error) {
 
 // newProber makes a prober for c without sockets: New opens them.
 func newProber(c Config) (*Prober, error) {
-	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}, anchor: time.Now()}
+	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}, anchor: time.Now(),
+		every: c.Interval, want: c.Interval}
 	for i := range p.socks {
 		p.socks[i].fd = -1
 	}
@@ -212,7 +219,7 @@ func sockFor(t Target) int {
 
 // setTarget (re)starts target i as t.
 func (p *Prober) setTarget(i int, t Target) {
-	ts := tstate{t: t, kind: t.Kind, sock: sockFor(t), backoff: irttMinBackoff, interval: p.cfg.Interval}
+	ts := tstate{t: t, kind: t.Kind, sock: sockFor(t), backoff: irttMinBackoff, interval: p.every}
 	if ts.kind == ICMPTimestamp && !p.socks[sockICMP4].raw {
 		ts.kind = ICMPEcho
 		p.cfg.Logf("reflector: %v: no raw ICMP socket (needs root): probing with echo, round trip only", t)
@@ -348,6 +355,17 @@ func (p *Prober) Replace(i int, t Target) error {
 	return nil
 }
 
+// SetInterval makes each target probed every d from now on (never more
+// often than Config.Interval, nor than an irtt server granted): the
+// controller's idle interval while the link is idle, Config.Interval
+// again when load comes back, which the next probes follow at once.
+func (p *Prober) SetInterval(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.want = max(d, p.cfg.Interval)
+	p.poke()
+}
+
 var one = [8]byte{1}
 
 // poke wakes the loop; p.mu held.
@@ -406,9 +424,32 @@ func (p *Prober) Run(ctx context.Context, emit func(*Sample)) error {
 				var b [8]byte
 				unix.Read(p.wake, b[:])
 				p.applyReplacements()
+				p.applyInterval(time.Now())
 				continue
 			}
 			p.drain(p.pidx[j], emit)
+		}
+	}
+}
+
+// applyInterval takes SetInterval's interval. Probing faster again, a
+// target's next probe comes at most one new interval from now (spread over
+// the targets as at the start), not at the end of the idle wait.
+func (p *Prober) applyInterval(now time.Time) {
+	p.mu.Lock()
+	d := p.want
+	p.mu.Unlock()
+	if d == p.every {
+		return
+	}
+	faster := d < p.every
+	p.every = d
+	n := time.Duration(len(p.targets))
+	for i := range p.targets {
+		ts := &p.targets[i]
+		ts.interval = max(d, ts.granted)
+		if at := now.Add(d * time.Duration(i) / n); faster && at.Before(ts.next) {
+			ts.next = at
 		}
 	}
 }
@@ -692,7 +733,8 @@ func (p *Prober) udp(b []byte, from netip.AddrPort, at, now time.Time, emit func
 				ts.sess, ts.misses, ts.backoff, ts.opened = s, 0, irttMinBackoff, now
 				// A server that grants a longer interval drops what
 				// comes faster: follow it.
-				ts.interval = max(p.cfg.Interval, s.Params.Interval)
+				ts.granted = s.Params.Interval
+				ts.interval = max(p.every, ts.granted)
 				wall, _ := s.HasStamps()
 				p.cfg.Logf("reflector: %v: session open (interval %v, duration %v, wall stamps %v)", ts.t, s.Params.Interval, s.Params.Duration, wall)
 			}

@@ -5,6 +5,7 @@ package reflector
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Prober probes reflectors; only on Linux (autorate runs on routers).
@@ -23,3 +24,4 @@ func New(cfg Config) (*Prober, error) {
 func (p *Prober) Run(ctx context.Context, emit func(*Sample)) error { return errNotLinux }
 func (p *Prober) Close() error                                      { return nil }
 func (p *Prober) Replace(i int, t Target) error                     { return errNotLinux }
+func (p *Prober) SetInterval(time.Duration)                         {}
