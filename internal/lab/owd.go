@@ -18,11 +18,16 @@ import (
 // monotonic clock stamps sending and arrival: the one-way delays are
 // exact, not estimated.
 const (
-	owdEvery   = 10 * time.Millisecond
-	owdPort    = 9177
-	owdSize    = 64
-	owdMagic   = 0x5371_6d4f // "SqmO"
-	owdMaxRecs = 1 << 17     // 21 minutes at owdEvery: bounds memory
+	owdEvery = 10 * time.Millisecond
+	// owdIdleEvery is the probes' interval in a run without load: at
+	// owdEvery they alone are 85 kbit/s each way, which with a
+	// controller's own probes is over sqm's 100 kbit/s idle threshold,
+	// so the link would never look idle to it.
+	owdIdleEvery = 100 * time.Millisecond
+	owdPort      = 9177
+	owdSize      = 64
+	owdMagic     = 0x5371_6d4f // "SqmO"
+	owdMaxRecs   = 1 << 17     // 21 minutes at owdEvery: bounds memory
 )
 
 // owdRec is one probe: when it was sent and when it arrived (0: lost),
@@ -45,12 +50,13 @@ type owdProber struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	conns    []*net.UDPConn
+	every    time.Duration
 }
 
 // startOWD opens the two sockets (server and client namespace) and starts
-// sending until stop.
-func (t *topology) startOWD(ctx context.Context) (*owdProber, error) {
-	p := &owdProber{epoch: time.Now()}
+// sending, every interval, until stop.
+func (t *topology) startOWD(ctx context.Context, every time.Duration) (*owdProber, error) {
+	p := &owdProber{epoch: time.Now(), every: every}
 	var srv, cli *net.UDPConn
 	open := func(ip string, into **net.UDPConn) func() error {
 		return func() error {
@@ -79,7 +85,7 @@ func (t *topology) startOWD(ctx context.Context) (*owdProber, error) {
 
 func (p *owdProber) send(ctx context.Context, c *net.UDPConn, to *net.UDPAddr, d *owdDir) {
 	defer p.wg.Done()
-	tk := time.NewTicker(owdEvery)
+	tk := time.NewTicker(p.every)
 	defer tk.Stop()
 	buf := make([]byte, owdSize)
 	for seq := uint32(0); seq < owdMaxRecs; seq++ {
@@ -146,7 +152,7 @@ func (p *owdProber) stop(linger time.Duration) (down, up []owdRec) {
 		copy(r, d.recs)
 		for i := range r {
 			if r[i].got == 0 {
-				r[i].sent = time.Duration(i) * owdEvery
+				r[i].sent = time.Duration(i) * p.every
 			}
 		}
 		return r

@@ -272,7 +272,11 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		ifb = p.Ingress.IFB
 	}
 
-	prober, err := t.startOWD(ctx)
+	every := owdEvery
+	if tr.NoLoad {
+		every = owdIdleEvery
+	}
+	prober, err := t.startOWD(ctx, every)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +320,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	}
 	var res *bloat.Result
 	if tr.NoLoad {
-		o.progress("following the traces for %v (no load, ground-truth probes every %v each way)", o.Duration, owdEvery)
+		o.progress("following the traces for %v (no load, ground-truth probes every %v each way)", o.Duration, every)
 		res, err = idleRun(ctx, o, begin)
 	} else {
 		o.progress("following the traces for %v (rrul load, ground-truth probes every %v each way)", o.Duration, owdEvery)
