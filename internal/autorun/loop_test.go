@@ -76,6 +76,12 @@ func (p *fakeProber) SetInterval(d time.Duration) {
 	p.intervals = append(p.intervals, d)
 }
 
+func (p *fakeProber) given() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Duration(nil), p.intervals...)
+}
+
 func (p *fakeProber) Replace(i int, t reflector.Target) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -452,9 +458,7 @@ func TestIdleSlowsProbes(t *testing.T) {
 	for range int(cfg.IdleAfter/(100*time.Millisecond)) + 20 {
 		r.tick(0, 0, 1)
 	}
-	r.prober.mu.Lock()
-	got := append([]time.Duration(nil), r.prober.intervals...)
-	r.prober.mu.Unlock()
+	got := r.prober.given()
 	if len(got) != 1 || got[0] != cfg.IdleProbeInterval {
 		t.Fatalf("after %v idle the prober was given %v, want [%v] (once)", cfg.IdleAfter+2*time.Second, got, cfg.IdleProbeInterval)
 	}
@@ -462,9 +466,7 @@ func TestIdleSlowsProbes(t *testing.T) {
 	for range 3 {
 		r.tick(0, 0, 1)
 	}
-	r.prober.mu.Lock()
-	got = append([]time.Duration(nil), r.prober.intervals...)
-	r.prober.mu.Unlock()
+	got = r.prober.given()
 	if len(got) != 2 || got[1] != ProbeInterval {
 		t.Errorf("with load back the prober was given %v, want the idle interval then %v", got, ProbeInterval)
 	}

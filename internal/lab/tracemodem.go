@@ -10,6 +10,8 @@ import (
 	"github.com/florianl/go-tc"
 	"github.com/florianl/go-tc/core"
 	"golang.org/x/sys/unix"
+
+	"sqm/internal/plan"
 )
 
 // The modem of a direction that follows a capacity trace cannot be the
@@ -156,7 +158,7 @@ func applyICMPAhead(conn *tc.Tc, ifindex uint32, ne *tc.Netem) error {
 	}
 	for _, o := range objs {
 		if err := conn.Qdisc().Replace(o); err != nil {
-			return fmt.Errorf("modem: add %s %s for --icmp-ahead on ifindex %d: %w", o.Kind, handleString(o.Handle), ifindex, err)
+			return fmt.Errorf("modem: add %s %s for --icmp-ahead on ifindex %d: %w", o.Kind, plan.Handle(o.Handle), ifindex, err)
 		}
 	}
 	// The key is the IPv4 header's third 32-bit word (TTL, protocol,
@@ -185,8 +187,6 @@ func applyICMPAhead(conn *tc.Tc, ifindex uint32, ne *tc.Netem) error {
 func htons(v uint16) uint16 {
 	return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v))
 }
-
-func handleString(h uint32) string { return fmt.Sprintf("%x:%x", h>>16, h&0xffff) }
 
 // netemDelay is the netem of a trace modem: the one-way delay and the
 // FIFO, no rate (tbf above it has that).

@@ -318,12 +318,15 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 			go smp.run(runCtx, t0, o.Duration)
 		})
 	}
+	load := "rrul load"
+	if tr.NoLoad {
+		load = "no load"
+	}
+	o.progress("following the traces for %v (%s, ground-truth probes every %v each way)", o.Duration, load, every)
 	var res *bloat.Result
 	if tr.NoLoad {
-		o.progress("following the traces for %v (no load, ground-truth probes every %v each way)", o.Duration, every)
 		res, err = idleRun(ctx, o, begin)
 	} else {
-		o.progress("following the traces for %v (rrul load, ground-truth probes every %v each way)", o.Duration, owdEvery)
 		res, err = bloat.Run(ctx, bloat.Options{
 			Addr: serverIP, Mode: bloat.ModeRRUL, Duration: o.Duration, Idle: o.Idle, Enter: t.client.Do,
 			Progress: func(pr bloat.Progress) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"sqm/internal/httpd/httpdtest"
 	"sqm/internal/service"
 	"sqm/internal/web"
 )
@@ -77,28 +75,14 @@ func (r *autorateReplay) status(context.Context) (any, error) {
 // rates set, and the delay rise with its target.
 func TestBrowserAutorate(t *testing.T) {
 	chrome := chromiumOrSkip(t)
-	shots := shotsDir(t)
-	cfg := filepath.Join(t.TempDir(), "sqm")
-	must(t, os.WriteFile(cfg, []byte(cakeConfig), 0o644))
-	h, _ := web.HashPassword(adminPass)
-	users, err := web.ParseUsers("users", []byte("admin "+h))
-	must(t, err)
 	b, err := os.ReadFile(cakeRecording)
 	must(t, err)
 	var docs []map[string]any
 	must(t, json.Unmarshal(b, &docs))
 	fc := &autorateReplay{base: docs[0]}
-	srv := &web.Server{ConfigPath: cfg, Users: users, Status: fc.status,
-		Qdiscs: func() []string { return []string{"cake"} }}
-	ts := httpdtest.NewServer(srv)
-	defer ts.Close()
-
-	ctx := newBrowser(t, chrome, 2*time.Minute)
-	do := (&page{t: t, ctx: ctx, shots: shots}).do
-	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
-		chromedp.SendKeys(css("#password"), adminPass), chromedp.Click(css("#login-form button")),
-		waitVisible(`.queue[data-device="wan0"] [data-autorate="download"]`))
+	srv := &web.Server{Status: fc.status, Qdiscs: func() []string { return []string{"cake"} }}
+	p := fakeDaemonPage(t, chrome, cakeConfig, srv, `.queue[data-device="wan0"] [data-autorate="download"]`)
+	ctx, shots := p.ctx, p.shots
 	// The graphs need polls; each line needs two points.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const ar = [...document.querySelectorAll('.queue[data-device="wan0"] [data-autorate-section] .graph-wrap')];
 		return ar.length === 2 && ar[0].querySelectorAll('polyline').length === 2 && ar[1].querySelectorAll('polyline').length === 2; })()`,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"sqm/internal/httpd/httpdtest"
 	"sqm/internal/web"
 )
 
@@ -90,29 +88,17 @@ func (r *replay) packetRows(t *testing.T) []string {
 // eqdisc_opts/iqdisc_opts words and tcMPU.
 func TestBrowserCake(t *testing.T) {
 	chrome := chromiumOrSkip(t)
-	shots := shotsDir(t)
-	cfg := filepath.Join(t.TempDir(), "sqm")
-	must(t, os.WriteFile(cfg, []byte(cakeConfig), 0o644))
-	h, _ := web.HashPassword(adminPass)
-	users, err := web.ParseUsers("users", []byte("admin "+h))
-	must(t, err)
 	fc := loadReplay(t)
 	wantRows := fc.packetRows(t)
 	applied := 0
 	srv := &web.Server{
-		ConfigPath: cfg, Users: users, Status: fc.status,
+		Status: fc.status,
 		Apply:  func(context.Context) ([]string, error) { applied++; return []string{"eth1: applied"}, nil },
 		Qdiscs: func() []string { return []string{"cake", "fq_codel"} },
 	}
-	ts := httpdtest.NewServer(srv)
-	defer ts.Close()
-
-	ctx := newBrowser(t, chrome, 2*time.Minute)
-	do := (&page{t: t, ctx: ctx, shots: shots}).do
+	p := fakeDaemonPage(t, chrome, cakeConfig, srv, `.queue[data-device="wan0"] table.tins`)
+	ctx, do, shots, cfg := p.ctx, p.do, p.shots, srv.ConfigPath
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
-		chromedp.SendKeys(css("#password"), adminPass), chromedp.Click(css("#login-form button")),
-		waitVisible(`.queue[data-device="wan0"] table.tins`))
 	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.queue table.tins')].map(t => [...t.querySelectorAll('thead th')].map(th => th.textContent).join('|'))`))
 	must(t, err)
 	if len(heads) != 2 || heads[0] != "|Bulk|Best effort|Voice" || heads[1] != "|Bulk|Best effort|Voice" {

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"sqm/internal/httpd/httpdtest"
+	"sqm/internal/web"
 )
 
 // chromiumOrSkip is Debian's chromium, for the host's browser tests; they
@@ -107,4 +111,25 @@ func (p *page) waitTrue(what, expr string, d time.Duration) {
 	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d))); err != nil {
 		p.fail(what, err)
 	}
+}
+
+// fakeDaemonPage serves srv (its ConfigPath set to a file holding config,
+// its Users to the admin login alone) to a new headless browser, logs in
+// as admin and waits until sel is visible. The server closes at the
+// test's end.
+func fakeDaemonPage(t *testing.T, chrome, config string, srv *web.Server, sel string) *page {
+	t.Helper()
+	srv.ConfigPath = filepath.Join(t.TempDir(), "sqm")
+	must(t, os.WriteFile(srv.ConfigPath, []byte(config), 0o644))
+	h, _ := web.HashPassword(adminPass)
+	users, err := web.ParseUsers("users", []byte("admin "+h))
+	must(t, err)
+	srv.Users = users
+	ts := httpdtest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	p := &page{t: t, ctx: newBrowser(t, chrome, 2*time.Minute), shots: shotsDir(t)}
+	p.do("log in", chromedp.Navigate(ts.URL+"/"), waitVisible("#login-form"),
+		chromedp.SendKeys(chromedp.CSS("#password"), adminPass), chromedp.Click(chromedp.CSS("#login-form button")),
+		waitVisible(sel))
+	return p
 }
