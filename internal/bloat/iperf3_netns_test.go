@@ -111,9 +111,13 @@ func iperf3Link(t *testing.T) *nsPair {
 		ns  *netns.NS
 		dev string
 	}{{p.a, "vbA"}, {p.b, "vbB"}} {
+		if err := s.ns.HTBClass(s.dev, "1:10", 2000, 20000, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ns.HTBClass(s.dev, "1:20", 18000, 20000, 1); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.ns.TC(
-			[]string{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:10", "htb", "rate", "2mbit", "ceil", "20mbit", "prio", "0"},
-			[]string{"class", "add", "dev", s.dev, "parent", "1:1", "classid", "1:20", "htb", "rate", "18mbit", "ceil", "20mbit", "prio", "1"},
 			[]string{"qdisc", "add", "dev", s.dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "100"},
 			[]string{"qdisc", "add", "dev", s.dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "100"},
 			[]string{"filter", "add", "dev", s.dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",

@@ -95,6 +95,14 @@ func TestLinkHTB(t *testing.T) {
 	if seen == 0 {
 		t.Error("the bulk transfer never left a backlog in vlB's htb to look at")
 	}
+	// A class under 1:1 gets the ceil's 10 ms for both buckets too.
+	if err := b.HTBClass("vlB", "1:10", 1000, 7000, 2); err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Output(exec.Command("tc", "class", "show", "dev", "vlB", "classid", "1:10"))
+	if want := "class htb 1:10 parent 1:1 prio 2 rate 1Mbit ceil 7Mbit burst 8750b cburst 8750b"; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("tc class show: %v, no %q in\n%s", err, want, out)
+	}
 }
 
 // sendTCP writes n bytes over TCP from namespace from to a listener at addr
