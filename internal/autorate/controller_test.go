@@ -18,19 +18,31 @@ func greedy() capFunc { return constant(math.Inf(1)) }
 // and greedy, and the other direction at a fixed 20 Mbit/s carrying 0.5
 // Mbit/s of acks.
 func link(dir autorate.Dir, capacity capFunc, refl []simRefl, tick time.Duration) *sim {
+	return linkFrom(dir, 20*mbit, capacity, refl, tick)
+}
+
+// linkFrom is link with the loaded direction's base rate (where it starts
+// and drifts back to) base.
+func linkFrom(dir autorate.Dir, base float64, capacity capFunc, refl []simRefl, tick time.Duration) *sim {
 	dc := autorate.DirConfig{Min: 1 * mbit, Base: 20 * mbit, Max: 100 * mbit}
-	cfg := autorate.DefaultConfig(dc, dc, nil)
+	ldc := dc
+	ldc.Base = uint64(base)
+	down, up := dc, dc
+	if dir == autorate.Down {
+		down = ldc
+	} else {
+		up = ldc
+	}
+	cfg := autorate.DefaultConfig(down, up, nil)
 	loaded := &simDir{capacity: capacity, demand: greedy(), fifoLimit: 4e6}
 	other := &simDir{capacity: constant(20 * mbit), demand: constant(0.5 * mbit), fifoLimit: 4e6}
-	var down, up *simDir
+	sd, su := other, loaded
+	loaded.modemLast, other.modemLast = false, true
 	if dir == autorate.Down {
 		loaded.modemLast, other.modemLast = true, false
-		down, up = loaded, other
-	} else {
-		loaded.modemLast, other.modemLast = false, true
-		down, up = other, loaded
+		sd, su = loaded, other
 	}
-	return newSim(cfg, refl, down, up, tick)
+	return newSim(cfg, refl, sd, su, tick)
 }
 
 // udpReflectors are n one-way reflectors with base delays 5..25 ms and
@@ -115,6 +127,36 @@ func TestStepUp(t *testing.T) {
 					reach := s.reach(d, step, 10*sec, 0.9)
 					over, p99 := s.overShare(d, step, step+20*sec, target)
 					t.Logf("90%% of the new capacity after %v; over target %.1f%%, p99 %v", reach, 100*over, p99.Round(100*time.Microsecond))
+					if limit := 5 * sec; reach > limit {
+						t.Errorf("rate at 90%% of the new capacity after %v, want <= %v", reach, limit)
+					}
+					if over > 0.10 {
+						t.Errorf("delay over target %.1f%% of the time after the step, want <= 10%%", 100*over)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestStepUpLowRate: the capacity doubles from a low rate, where the
+// wait for the full-size packet in sqm's own shaper (6 ms at 2 Mbit/s, the
+// simulation's probes wait a uniform part of it) is a large part of the
+// target: the rate still reaches 90 % of the new capacity within 5 s.
+func TestStepUpLowRate(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			for _, from := range []float64{1.5 * mbit, 2 * mbit, 3 * mbit} {
+				name := d.String() + "/" + tk.String() + "/from" + strconv.FormatFloat(from/mbit, 'g', -1, 64)
+				t.Run(name, func(t *testing.T) {
+					// from 90 % of the first capacity, as sqm's defaults shape a line
+					s := linkFrom(d, 0.9*from, steps([]time.Duration{0, step}, []float64{from, 2 * from}), udpReflectors(4), tk)
+					s.pktWait = true
+					s.run(step + 20*sec)
+					reach := s.reach(d, step, 10*sec, 0.9)
+					over, p99 := s.overShare(d, step, step+20*sec, target)
+					t.Logf("rate %.2f Mbit/s before; 90%% of the new capacity after %v; over target %.1f%%, p99 %v",
+						s.window(step-10*ms, step)[0].rate[d]/mbit, reach, 100*over, p99.Round(100*time.Microsecond))
 					if limit := 5 * sec; reach > limit {
 						t.Errorf("rate at 90%% of the new capacity after %v, want <= %v", reach, limit)
 					}
@@ -226,6 +268,37 @@ func TestStall(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestStallAfterCut: a stall that begins a tick after a cut, with a
+// probe sent between them still on its way. Its reply is a reply to a
+// probe sent since the cut, and the stall's first tick has the shaper's
+// count falling to nothing: that read as the capacity and cut the rate to
+// a quarter (the largest cut) in 5 of 100 seeds, where a stall must hold
+// it. The packet wait's noise is what times probes that way here; 100
+// seeds of the 2 s stall, download, 50 ms ticks.
+func TestStallAfterCut(t *testing.T) {
+	defer func(s uint64) { simSeed = s }(simSeed)
+	bad := 0
+	for seed := uint64(2); seed < 102; seed++ {
+		simSeed = seed
+		win := []time.Duration{step, step + 2*sec}
+		s := link(autorate.Down, withStalls(constant(40*mbit), win...), udpReflectors(4), 50*ms)
+		s.stallS, s.pktWait = win, true
+		s.dir[autorate.Up].capacity = withStalls(s.dir[autorate.Up].capacity, win...)
+		s.run(step + 4*sec)
+		before := s.window(step-10*ms, step)[0].rate[autorate.Down]
+		for _, r := range s.window(step, step+2*sec) {
+			if r.rate[autorate.Down] < 0.9*before {
+				t.Errorf("seed %d: rate fell to %.2f Mbit/s at %v from %.2f: a stall must hold the rate", seed, r.rate[autorate.Down]/mbit, r.t, before/mbit)
+				bad++
+				break
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of 100 seeds cut in the stall", bad)
 	}
 }
 

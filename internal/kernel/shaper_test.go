@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"sqm/internal/plan"
 	"sqm/internal/testutil"
@@ -89,5 +90,52 @@ func BenchmarkShaperCounters(b *testing.B) {
 		if err := conn.ShaperCounters(idx, &sc); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestVMShaperCountersCake: with cake roots, ShaperCounters reads the
+// configured rates, the queue and cake's delay while a burst drains, and
+// Status's counters once it has.
+func TestVMShaperCountersCake(t *testing.T) {
+	testutil.RequireVM(t)
+	ns, conn := setupNS(t)
+	q := queue("piece_of_cake", "cake")
+	q.Download, q.Upload = 10000, 100
+	p := build(t, q)
+	res := applyCycle(t, ns, conn, p)
+	idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
+	var sc [2]ShaperCounters
+	if err := conn.ShaperCounters(idx, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if !sc[0].Cake || !sc[1].Cake || sc[1].RateBits != 100000 || sc[0].RateBits != 10000000 {
+		t.Errorf("counters %+v; want cake at 100 kbit/s egress, 10 Mbit/s ingress", sc)
+	}
+	// 20 frames of 200 bytes: 16 ms each at 100 kbit/s, so a few have
+	// waited in the queue and left after 200 ms, and most still wait.
+	sendFrames(t, ns, "wan0", framesFrom(ns, "wan0", "wan1", 20, 200))
+	time.Sleep(200 * time.Millisecond)
+	if err := conn.ShaperCounters(idx, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc[1].Backlog == 0 || sc[1].CakeDelayUS == 0 {
+		t.Errorf("20 frames sent into 100 kbit/s: backlog %d bytes, cake's delay %d µs; want both above 0", sc[1].Backlog, sc[1].CakeDelayUS)
+	}
+	st := drained(t, conn, "wan0", p.Ingress.IFB)
+	if err := conn.ShaperCounters(idx, &sc); err != nil {
+		t.Fatal(err)
+	}
+	for d, ds := range []DeviceStatus{st[1], st[0]} {
+		for _, q := range ds.Qdiscs {
+			if q.Parent == plan.HandleRoot && (sc[d].Bytes != q.Bytes || sc[d].Drops != uint64(q.Drops) || sc[d].Backlog != 0) {
+				t.Errorf("%s: shaper counters %+v, Status's root %+v", ds.Device, sc[d], q.Counters)
+			}
+		}
+	}
+	if sc[1].Bytes < 20*200 {
+		t.Errorf("egress sent %d bytes, want the 20 frames", sc[1].Bytes)
+	}
+	if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
+		t.Errorf("a device without a tree: %v, want ErrNoLink", err)
 	}
 }
