@@ -143,6 +143,9 @@ func TestStepUp(t *testing.T) {
 // wait for the full-size packet in sqm's own shaper (6 ms at 2 Mbit/s, the
 // simulation's probes wait a uniform part of it) is a large part of the
 // target: the rate still reaches 90 % of the new capacity within 5 s.
+// Over 200 seeds it did within 4.2 s in every case, and the share over
+// target passed 10 % in 3 of the 3,600 runs (10.3-11.5 %, upload, 200 ms
+// ticks): no margin to run it in TestSeeds.
 func TestStepUpLowRate(t *testing.T) {
 	for _, d := range dirs {
 		for _, tk := range ticks {
@@ -299,6 +302,35 @@ func TestStallAfterCut(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of 100 seeds cut in the stall", bad)
+	}
+}
+
+// TestHiccups: the host that runs the prober stops for 50 ms now and then
+// (twice a second here, adding up to 40 ms to every probe sent in it,
+// whatever the reflector): the statistic across reflectors cannot vote
+// that noise out, and the controller must not read it as a queue and
+// ratchet the rate down. The VM lab's runs did: cuts of 20 % at rises of
+// 5-12 ms its ground truth did not see, down to 3 of 8 Mbit/s. This was
+// one candidate cause; here it costs a little, not a ratchet (over 200
+// seeds utilisation 0.896-0.993, 0.989 the median, and over target 10.1 %
+// of the time once), so it is not in TestSeeds, and the bound is that of
+// a ratchet: utilisation under 0.85.
+func TestHiccups(t *testing.T) {
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				s := linkFrom(d, 7.2*mbit, constant(8*mbit), udpReflectors(2), tk)
+				s.pktWait = true
+				s.hiccupEvery, s.hiccupMax = 500*ms, 40*ms
+				s.run(40 * sec)
+				u := s.utilisation(d, 10*sec, 40*sec)
+				over, p99 := s.overShare(d, 10*sec, 40*sec, target)
+				t.Logf("utilisation %.3f, over target %.1f%%, p99 %v", u, 100*over, p99.Round(100*time.Microsecond))
+				if u < 0.85 || over > 0.10 {
+					t.Errorf("utilisation %.3f, delay over target %.1f%% of the time; want >= 0.85, <= 10%%", u, 100*over)
+				}
+			})
+		}
 	}
 }
 

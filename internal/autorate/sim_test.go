@@ -156,6 +156,14 @@ type sim struct {
 	// 8.3-14.2 %, over TestRamp's bound in 20 of 100 seeds: that case has
 	// no margin, with or without it).
 	pktWait bool
+	// hiccups: a host that stops now and then (a VM's vCPU descheduled,
+	// a router's softirq busy) delays every probe crossing it at that
+	// moment, whatever the reflector: hiccupEvery is their mean spacing
+	// (0: none), each lasting 50 ms and adding up to hiccupMax to the
+	// download delay of probes sent in it (hiccupEnd, hiccupAdd: the
+	// current one's).
+	hiccupEvery, hiccupMax time.Duration
+	hiccupEnd, hiccupAdd   time.Duration
 }
 
 func newSim(cfg autorate.Config, refl []simRefl, down, up *simDir, tick time.Duration) *sim {
@@ -191,6 +199,9 @@ func (s *sim) run(until time.Duration) {
 		t := s.t
 		if t%s.tick == 0 {
 			s.doTick()
+		}
+		if s.hiccupEvery > 0 && t >= s.hiccupEnd && s.rng.Float64() < float64(simStep)/float64(s.hiccupEvery) {
+			s.hiccupEnd, s.hiccupAdd = t+50*time.Millisecond, time.Duration(s.rng.Int64N(int64(s.hiccupMax)))
 		}
 		for i := range s.refl {
 			if t >= s.refl[i].next {
@@ -248,6 +259,9 @@ func (s *sim) sendProbe(i int) {
 				*w += time.Duration(s.rng.Int64N(int64(pkt)))
 			}
 		}
+	}
+	if t < s.hiccupEnd {
+		qd += s.hiccupAdd
 	}
 	up := r.baseUp + qu
 	down := r.baseDown + qd + r.lieConst
