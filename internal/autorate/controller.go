@@ -131,6 +131,7 @@ type direction struct {
 	achieved  uint64
 	util      float64
 	q         time.Duration
+	qc        time.Duration // q confirmed: a lone reflector's by two probes in a row (delayStat)
 	haveQ     bool
 	slope     float64 // delay growth, s/s
 	postSlope float64 // the same from probes sent after the last cut
@@ -174,6 +175,7 @@ type Controller struct {
 	out       Output
 	repl      [MaxReflectors]Replacement
 	vals      [MaxReflectors]time.Duration
+	twoVals   [MaxReflectors]time.Duration // the lower of each one's latest two rises (qc)
 	kinds     [MaxReflectors]Kind
 	slots     [MaxReflectors]int
 	scratch   [MaxReflectors]time.Duration
@@ -550,8 +552,10 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		}
 		c.vals[n], c.kinds[n], c.slots[n] = r.delta[j], r.kind, i
 		c.slopeOK[n] = r.nsamp >= 2 && r.sent > r.prevSent && r.sent-r.prevSent < fresh
+		c.twoVals[n] = r.delta[j]
 		if c.slopeOK[n] {
 			c.slopes[n] = float64(r.delta[j]-r.prev[j]) / float64(r.sent-r.prevSent)
+			c.twoVals[n] = min(r.delta[j], r.prev[j])
 		}
 		c.post[n] = s.lastDec != never && r.prevSent >= s.lastDec
 		// a slope tells the capacity only while the queue is not empty
@@ -564,7 +568,7 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		n++
 	}
 	s.haveQ = any
-	s.q, s.slope, s.postSlope, s.postN, s.age, s.capEst, s.noise = 0, 0, 0, 0, 0, 0, 0
+	s.q, s.qc, s.slope, s.postSlope, s.postN, s.age, s.capEst, s.noise = 0, 0, 0, 0, 0, 0, 0, 0
 	if n == 0 {
 		return
 	}
@@ -597,7 +601,28 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		copy(c.scratch[:n], c.vals[:n])
 		best = lowerMedian(c.scratch[:n])
 	}
-	s.q = best
+	s.q, s.qc = best, best
+	// A lone reflector's rise is confirmed once two probes in a row show
+	// it: a host that stops for a moment (a VM's vCPU, a busy router)
+	// delays every probe crossing it then, which no other reflector votes
+	// out, and each such spike read as a queue took an early cut,
+	// ratcheting the rate down (TestHiccups). Over the target it still
+	// cuts at once: a queue that large is no time to wait a probe.
+	lone := -1
+	if found {
+		if _, cnt := c.kindMedian(n, bestKind); cnt == 1 {
+			for j := 0; j < n; j++ {
+				if c.kinds[j] == bestKind {
+					lone = j
+				}
+			}
+		}
+	} else if n == 1 {
+		lone = 0
+	}
+	if lone >= 0 {
+		s.qc = c.twoVals[lone]
+	}
 	// slope, post-cut slope and age over the chosen kind (all when pooled)
 	ns, np, nc, nn := 0, 0, 0, 0
 	var age time.Duration
@@ -735,12 +760,15 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	// is not the bottleneck. For the upload that wait alone, a third of
 	// the target at 1.5 Mbit/s, made early cuts that held a doubling of
 	// the capacity under 90 % for 5.2 s (TestStepUpLowRate).
-	early := s.q
+	// earlyC is early from the confirmed rise (qc), which the cuts below
+	// the target judge, as do the standing trim and the increase.
+	early, earlyC := s.q, s.qc
 	if fed, ok := s.meanRate(now-window, now); ok && s.queueing && float64(s.achieved) >= 0.97*fed {
-		early -= time.Duration(float64(dc.Packet) * 8 / r * float64(time.Second))
+		pkt := time.Duration(float64(dc.Packet) * 8 / r * float64(time.Second))
+		early, earlyC = early-pkt, earlyC-pkt
 	}
 	switch {
-	case !s.haveQ || s.q <= target/2:
+	case !s.haveQ || s.qc <= target/2:
 		s.standSince = never
 	case s.standSince == never:
 		s.standSince = now
@@ -763,7 +791,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		s.episode = false // what comes after a stall is judged afresh
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case early > target || (!s.episode && early > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
+	case early > target || (!s.episode && earlyC > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
 		// Over target; or a third of it and rising, with the capacity
 		// known: from the probes' slopes, or because "cake idle, link
 		// loaded, delay rising" says the bottleneck moved below our rate
@@ -881,7 +909,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// draining either (a capacity sliding down): trim
 		// the rate by what drains it within half DrainTime (the capacity
 		// may keep sliding), and remember it.
-		next = r * (1 - 2*s.q.Seconds()/cfg.DrainTime.Seconds())
+		next = r * (1 - 2*s.qc.Seconds()/cfg.DrainTime.Seconds())
 		reason = ReasonDelay
 		s.lastDec = now
 		s.failed, s.failedAt, s.passed = s.rate, now, 0
@@ -897,7 +925,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		// full speed up to a quarter of the target, none from half:
 		// what is left of the last queue drains first
-		room := float64(target/2-s.q) / float64(target/4)
+		room := float64(target/2-s.qc) / float64(target/4)
 		if room > 1 {
 			room = 1
 		}
@@ -905,7 +933,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			break
 		}
 		// a rate held: loaded, the delay low, and not above a failure
-		if s.q < target/4 && s.rate >= s.held && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
+		if s.qc < target/4 && s.rate >= s.held && (s.failed == 0 || float64(s.rate) < 0.97*float64(s.failed)) {
 			s.held, s.heldAt = s.rate, now
 		}
 		speed := cfg.IncreasePerSec

@@ -304,30 +304,44 @@ func TestStallAfterCut(t *testing.T) {
 }
 
 // TestHiccups: the host that runs the prober stops for 50 ms now and then
-// (twice a second here, adding up to 40 ms to every probe sent in it,
-// whatever the reflector): the statistic across reflectors cannot vote
-// that noise out, and the controller must not read it as a queue and
-// ratchet the rate down. The VM lab's runs did: cuts of 20 % at rises of
-// 5-12 ms its ground truth did not see, down to 3 of 8 Mbit/s. This was
-// one candidate cause; here it costs a little, not a ratchet (over 200
-// seeds utilisation 0.896-0.993, 0.989 the median, and over target 10.1 %
-// of the time once), so it is not in TestSeeds, and the bound is that of
-// a ratchet: utilisation under 0.85.
+// (twice a second here, adding up to hiccupMax to every probe sent in it,
+// whatever the reflector): no statistic across reflectors can vote that
+// noise out, and the controller must not read it as a queue and ratchet
+// the rate down. The VM lab's runs did (cuts of 20 % at rises of 5-12 ms
+// that its ground truth did not see, down to 3 of 8 Mbit/s), with one
+// reflector host: one UDP slot and one ICMP slot, the second case. Two UDP
+// reflectors probed 50 ms apart are not hit together, and their lower
+// median holds: over 200 seeds x both directions x three ticks,
+// utilisation 0.896-0.993 (0.989 the median). A lone reflector now needs
+// two probes in a row to confirm a rise below the target (qc): over the
+// same 1,200 runs with 20 ms hiccups its utilisation went from 0.320-0.984
+// (310 runs under 0.85) to 0.742-0.988 (26 under 0.85; 0.936 the median).
+// That is not yet good enough for TestSeeds: hiccups over the target
+// still cut at once.
 func TestHiccups(t *testing.T) {
-	for _, d := range dirs {
-		for _, tk := range ticks {
-			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
-				s := linkFrom(d, 7.2*mbit, constant(8*mbit), udpReflectors(2), tk)
-				s.pktWait = true
-				s.hiccupEvery, s.hiccupMax = 500*ms, 40*ms
-				s.run(40 * sec)
-				u := s.utilisation(d, 10*sec, 40*sec)
-				over, p99 := s.overShare(d, 10*sec, 40*sec, target)
-				t.Logf("utilisation %.3f, over target %.1f%%, p99 %v", u, 100*over, p99.Round(100*time.Microsecond))
-				if u < 0.85 || over > 0.10 {
-					t.Errorf("utilisation %.3f, delay over target %.1f%% of the time; want >= 0.85, <= 10%%", u, 100*over)
-				}
-			})
+	for _, c := range []struct {
+		name string
+		refl []simRefl
+		max  time.Duration
+	}{
+		{"two-udp", udpReflectors(2), 40 * ms},
+		{"one-udp+icmp", append(udpReflectors(1), icmpReflectors(1, false)...), 20 * ms},
+	} {
+		for _, d := range dirs {
+			for _, tk := range ticks {
+				t.Run(c.name+"/"+d.String()+"/"+tk.String(), func(t *testing.T) {
+					s := linkFrom(d, 7.2*mbit, constant(8*mbit), append([]simRefl(nil), c.refl...), tk)
+					s.pktWait = true
+					s.hiccupEvery, s.hiccupMax = 500*ms, c.max
+					s.run(40 * sec)
+					u := s.utilisation(d, 10*sec, 40*sec)
+					over, p99 := s.overShare(d, 10*sec, 40*sec, target)
+					t.Logf("utilisation %.3f, over target %.1f%%, p99 %v", u, 100*over, p99.Round(100*time.Microsecond))
+					if u < 0.85 || over > 0.10 {
+						t.Errorf("utilisation %.3f, delay over target %.1f%% of the time; want >= 0.85, <= 10%%", u, 100*over)
+					}
+				})
+			}
 		}
 	}
 }
