@@ -573,14 +573,14 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 		return
 	}
 	target := c.cfg.Dir[d].Target
-	best, found, bestKind := time.Duration(0), false, Kind(0)
+	best, found, bestKind, bestCnt := time.Duration(0), false, Kind(0), 0
 	for k := Kind(0); k < numKinds; k++ {
 		m, cnt := c.kindMedian(n, k)
 		if cnt < c.cfg.MinPerKind && !(cnt == 1 && c.quietLone(n, k, target)) {
 			continue
 		}
 		if !found || m > best {
-			best, found, bestKind = m, true, k
+			best, found, bestKind, bestCnt = m, true, k, cnt
 		}
 		if cnt >= 3 {
 			for j := 0; j < n; j++ {
@@ -609,15 +609,13 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	// ratcheting the rate down (TestHiccups). Over the target it still
 	// cuts at once: a queue that large is no time to wait a probe.
 	lone := -1
-	if found {
-		if _, cnt := c.kindMedian(n, bestKind); cnt == 1 {
-			for j := 0; j < n; j++ {
-				if c.kinds[j] == bestKind {
-					lone = j
-				}
+	if found && bestCnt == 1 {
+		for j := 0; j < n; j++ {
+			if c.kinds[j] == bestKind {
+				lone = j
 			}
 		}
-	} else if n == 1 {
+	} else if !found && n == 1 {
 		lone = 0
 	}
 	if lone >= 0 {
@@ -649,7 +647,7 @@ func (c *Controller) delayStat(d Dir, now, fresh time.Duration) {
 	}
 	cnt := n
 	if found {
-		_, cnt = c.kindMedian(n, bestKind)
+		cnt = bestCnt
 	}
 	s.age = age / time.Duration(cnt)
 	if ns > 0 {

@@ -23,51 +23,68 @@ func TestShaperCountersHost(t *testing.T) {
 		{"simple", 0, 0}, // htb: the rates are the classes'
 	} {
 		t.Run(c.script, func(t *testing.T) {
-			ns, conn := setupNS(t)
-			q := queue(c.script, "pfifo")
-			q.Download, q.Upload = 10000, 100
-			p := build(t, q)
-			res := applyCycle(t, ns, conn, p)
-			idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
-			var sc [2]ShaperCounters
-			if err := conn.ShaperCounters(idx, &sc); err != nil {
-				t.Fatal(err)
-			}
+			ns, conn, p, idx := shaperTree(t, c.script, "pfifo")
+			sc := readShaper(t, conn, idx)
 			if sc[1].RateBits != c.egressBits || sc[0].RateBits != c.inBits {
 				t.Errorf("configured rates egress %d, ingress %d; want %d, %d", sc[1].RateBits, sc[0].RateBits, c.egressBits, c.inBits)
 			}
 			sendFrames(t, ns, "wan0", framesFrom(ns, "wan0", "wan1", 20, 200))
-			if err := conn.ShaperCounters(idx, &sc); err != nil {
-				t.Fatal(err)
-			}
-			if sc[1].Backlog == 0 {
+			if sc = readShaper(t, conn, idx); sc[1].Backlog == 0 {
 				t.Errorf("20 frames sent into 100 kbit/s, none queued: %+v", sc[1])
 			}
-			st := drained(t, conn, "wan0", p.Ingress.IFB)
-			if err := conn.ShaperCounters(idx, &sc); err != nil {
-				t.Fatal(err)
-			}
-			for d, ds := range []DeviceStatus{st[1], st[0]} {
-				var root *QdiscStatus
-				for i := range ds.Qdiscs {
-					if ds.Qdiscs[i].Parent == plan.HandleRoot {
-						root = &ds.Qdiscs[i]
-					}
-				}
-				if root == nil {
-					t.Fatalf("%s: no root qdisc in %+v", ds.Device, ds)
-				}
-				if sc[d].Bytes != root.Bytes || sc[d].Drops != uint64(root.Drops) || sc[d].Backlog != 0 || sc[d].Cake {
-					t.Errorf("%s: shaper counters %+v, Status's root %+v", ds.Device, sc[d], root.Counters)
-				}
-			}
-			if sc[1].Bytes < 20*200 {
-				t.Errorf("egress sent %d bytes, want the 20 frames", sc[1].Bytes)
-			}
-			if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
-				t.Errorf("a device without a tree: %v, want ErrNoLink", err)
-			}
+			checkDrained(t, conn, p, idx, false)
 		})
+	}
+}
+
+// shaperTree applies script with leaf at 10 Mbit/s down, 100 kbit/s up on
+// a fresh namespace and returns the shapers' ifindexes as ShaperCounters
+// takes them (IFB, then the interface).
+func shaperTree(t *testing.T, script, leaf string) (*testNS, *Conn, *plan.Plan, [2]int) {
+	t.Helper()
+	ns, conn := setupNS(t)
+	q := queue(script, leaf)
+	q.Download, q.Upload = 10000, 100
+	p := build(t, q)
+	res := applyCycle(t, ns, conn, p)
+	return ns, conn, p, [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
+}
+
+func readShaper(t *testing.T, conn *Conn, idx [2]int) [2]ShaperCounters {
+	t.Helper()
+	var sc [2]ShaperCounters
+	if err := conn.ShaperCounters(idx, &sc); err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// checkDrained waits for the 20 frames sent to drain and checks that
+// ShaperCounters then reads each root's counters as Status does (cake
+// roots if cake), and that a device without a tree is ErrNoLink.
+func checkDrained(t *testing.T, conn *Conn, p *plan.Plan, idx [2]int, cake bool) {
+	t.Helper()
+	st := drained(t, conn, "wan0", p.Ingress.IFB)
+	sc := readShaper(t, conn, idx)
+	for d, ds := range []DeviceStatus{st[1], st[0]} {
+		var root *QdiscStatus
+		for i := range ds.Qdiscs {
+			if ds.Qdiscs[i].Parent == plan.HandleRoot {
+				root = &ds.Qdiscs[i]
+			}
+		}
+		if root == nil {
+			t.Fatalf("%s: no root qdisc in %+v", ds.Device, ds)
+		}
+		if sc[d].Bytes != root.Bytes || sc[d].Drops != uint64(root.Drops) || sc[d].Backlog != 0 || sc[d].Cake != cake {
+			t.Errorf("%s: shaper counters %+v, Status's root %+v", ds.Device, sc[d], root.Counters)
+		}
+	}
+	if sc[1].Bytes < 20*200 {
+		t.Errorf("egress sent %d bytes, want the 20 frames", sc[1].Bytes)
+	}
+	if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
+		t.Errorf("a device without a tree: %v, want ErrNoLink", err)
 	}
 }
 
@@ -98,44 +115,16 @@ func BenchmarkShaperCounters(b *testing.B) {
 // Status's counters once it has.
 func TestVMShaperCountersCake(t *testing.T) {
 	testutil.RequireVM(t)
-	ns, conn := setupNS(t)
-	q := queue("piece_of_cake", "cake")
-	q.Download, q.Upload = 10000, 100
-	p := build(t, q)
-	res := applyCycle(t, ns, conn, p)
-	idx := [2]int{res.Owned.IFBIndex, res.Owned.Ifindex}
-	var sc [2]ShaperCounters
-	if err := conn.ShaperCounters(idx, &sc); err != nil {
-		t.Fatal(err)
-	}
-	if !sc[0].Cake || !sc[1].Cake || sc[1].RateBits != 100000 || sc[0].RateBits != 10000000 {
+	ns, conn, p, idx := shaperTree(t, "piece_of_cake", "cake")
+	if sc := readShaper(t, conn, idx); !sc[0].Cake || !sc[1].Cake || sc[1].RateBits != 100000 || sc[0].RateBits != 10000000 {
 		t.Errorf("counters %+v; want cake at 100 kbit/s egress, 10 Mbit/s ingress", sc)
 	}
 	// 20 frames of 200 bytes: 16 ms each at 100 kbit/s, so a few have
 	// waited in the queue and left after 200 ms, and most still wait.
 	sendFrames(t, ns, "wan0", framesFrom(ns, "wan0", "wan1", 20, 200))
 	time.Sleep(200 * time.Millisecond)
-	if err := conn.ShaperCounters(idx, &sc); err != nil {
-		t.Fatal(err)
-	}
-	if sc[1].Backlog == 0 || sc[1].CakeDelayUS == 0 {
+	if sc := readShaper(t, conn, idx); sc[1].Backlog == 0 || sc[1].CakeDelayUS == 0 {
 		t.Errorf("20 frames sent into 100 kbit/s: backlog %d bytes, cake's delay %d µs; want both above 0", sc[1].Backlog, sc[1].CakeDelayUS)
 	}
-	st := drained(t, conn, "wan0", p.Ingress.IFB)
-	if err := conn.ShaperCounters(idx, &sc); err != nil {
-		t.Fatal(err)
-	}
-	for d, ds := range []DeviceStatus{st[1], st[0]} {
-		for _, q := range ds.Qdiscs {
-			if q.Parent == plan.HandleRoot && (sc[d].Bytes != q.Bytes || sc[d].Drops != uint64(q.Drops) || sc[d].Backlog != 0) {
-				t.Errorf("%s: shaper counters %+v, Status's root %+v", ds.Device, sc[d], q.Counters)
-			}
-		}
-	}
-	if sc[1].Bytes < 20*200 {
-		t.Errorf("egress sent %d bytes, want the 20 frames", sc[1].Bytes)
-	}
-	if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
-		t.Errorf("a device without a tree: %v, want ErrNoLink", err)
-	}
+	checkDrained(t, conn, p, idx, true)
 }
