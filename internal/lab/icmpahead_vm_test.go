@@ -50,6 +50,21 @@ func TestVMICMPAhead(t *testing.T) {
 	if out, err := a.Output(exec.Command("ping", "-n", "-c", "1", "-W", "5", "10.81.0.2")); err != nil {
 		t.Fatalf("ping before the load: %v\n%s", err, out)
 	}
+	// A socket that takes the datagrams in B: with nothing on the port, B
+	// answers the first to arrive with a port unreachable, and a connected
+	// UDP socket's next write then fails (ECONNREFUSED) if the VM is slow
+	// enough for the writes below to outlast one round trip.
+	err = b.Do(func() error {
+		sink, err := net.ListenPacket("udp4", "10.81.0.2:9")
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { sink.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// 300 datagrams of 1400 bytes at once, 3.4 s of the line's rate, from
 	// five sockets: a datagram is charged to its socket's send buffer
 	// (212992 bytes by default) until it leaves the qdisc, so one socket
