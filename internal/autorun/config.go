@@ -16,6 +16,15 @@ import (
 // fresh replies; 300 ms, cake-autorate's pace, took 1.2-1.4 s).
 const ProbeInterval = 100 * time.Millisecond
 
+// IdleTick is how often the loop ticks while the controller says the link
+// is idle (probes at its idle interval). Each tick reads the shapers'
+// counters from the kernel, the loop's main cost on an idle link (docs/
+// autorate.md, "CPU"); between two reads the rates sit at their bases, which
+// is where an idle link drifts to, so load that starts between them meets
+// the base rate for at most this long before the loop ticks at
+// ProbeInterval again.
+const IdleTick = 500 * time.Millisecond
+
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
 // enough for the statistic across reflectors to outvote a liar in each
 // kind, few enough to cost a router nothing (60 small packets a second).

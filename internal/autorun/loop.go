@@ -73,6 +73,10 @@ type Config struct {
 	Debugf func(format string, args ...any)
 	// BufferSize bounds the samples held between ticks (default 256).
 	BufferSize int
+	// IdleTick is the tick while the controller probes at its idle
+	// interval (default the package's IdleTick; never faster than the
+	// controller's ProbeInterval).
+	IdleTick time.Duration
 	// AccountCPU locks the loop's and the prober's goroutines to their
 	// own OS threads, so that the kernel's per-thread accounting is
 	// autorate's CPU (Status.CPUSeconds; the lab reports it). Every
@@ -98,6 +102,8 @@ type Loop struct {
 	fallback     bool
 	lastErr      [2]string     // the last SetRate error logged, per direction
 	probeEvery   time.Duration // the interval the prober was last given
+	tick         time.Duration // how often Step should run now (Interval)
+	lastStep     time.Duration // now at the previous Step
 
 	mu      sync.Mutex
 	status  Status
@@ -195,12 +201,16 @@ func New(cfg Config) (*Loop, error) {
 		cfg.BufferSize = 256
 	}
 	cfg.Controller = cfg.Controller.WithDefaults()
+	if cfg.IdleTick == 0 {
+		cfg.IdleTick = IdleTick
+	}
+	cfg.IdleTick = max(cfg.IdleTick, cfg.Controller.ProbeInterval)
 	ctl, err := autorate.New(cfg.Controller)
 	if err != nil {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
-		changed: make(chan struct{}, 1), probeEvery: cfg.Controller.ProbeInterval}
+		changed: make(chan struct{}, 1), probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
@@ -217,14 +227,17 @@ func New(cfg Config) (*Loop, error) {
 // next Step.
 func (l *Loop) Emit(s *reflector.Sample) { l.buf.Add(s) }
 
-// Interval is how often Step should run: the controller's probe interval.
-func (l *Loop) Interval() time.Duration { return l.cfg.Controller.ProbeInterval }
+// Interval is how often Step should run now: the controller's probe
+// interval, or Config.IdleTick while the controller says the link is idle.
+// It changes only in Step.
+func (l *Loop) Interval() time.Duration { return l.tick }
 
 // Step runs one tick at now (a monotonic time since the loop's origin,
 // the clock the samples' Sent times are converted to by origin): the
 // samples since the last tick and the shapers' counters go to the
 // controller, and a changed rate to the shaper.
 func (l *Loop) Step(now time.Duration, origin time.Time) {
+	defer func() { l.lastStep = now }()
 	var dropped uint64
 	l.rs, dropped = l.buf.Drain(l.rs[:0])
 	l.in.Samples = l.in.Samples[:0]
@@ -277,6 +290,12 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		// at once when it sees load in the shaper's counters.
 		l.probeEvery = out.ProbeInterval
 		l.cfg.Prober.SetInterval(out.ProbeInterval)
+		// The loop slows with the probes: an idle tick has nothing to
+		// decide but whether load is back.
+		l.tick = l.cfg.Controller.ProbeInterval
+		if out.ProbeIdle {
+			l.tick = l.cfg.IdleTick
+		}
 	}
 	changed := [2]bool{}
 	var setErr [2]error
@@ -337,7 +356,7 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		} else if readErr[d] != nil {
 			ds.LastSetErr, ds.LastSetErrAgo = "read counters: "+readErr[d].Error(), 0
 		} else if ds.LastSetErr != "" {
-			ds.LastSetErrAgo += l.Interval()
+			ds.LastSetErrAgo += now - l.lastStep
 		}
 		ds.AchievedBits, ds.Load, ds.Delay, ds.HaveDelay = cs.Achieved, cs.Load, cs.Delay, cs.HaveDelay
 		ds.Reason, ds.Changed, ds.ChangedAgo, ds.Queueing = cs.Reason, cs.Changed, now-cs.ChangedAt, cs.Queueing
@@ -470,7 +489,8 @@ func (l *Loop) Run(ctx context.Context) error {
 		pdone <- result{err, cpu()}
 	}()
 	cpu := lock()
-	tk := time.NewTicker(l.Interval())
+	every := l.Interval()
+	tk := time.NewTicker(every)
 	defer tk.Stop()
 	var perr error
 	running := true
@@ -494,6 +514,10 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
 		case <-tk.C:
 			l.Step(time.Since(origin), origin)
+			if d := l.Interval(); d != every {
+				every = d
+				tk.Reset(d)
+			}
 		}
 	}
 	cancel()

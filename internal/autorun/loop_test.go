@@ -471,3 +471,54 @@ func TestIdleSlowsProbes(t *testing.T) {
 		t.Errorf("with load back the prober was given %v, want the idle interval then %v", got, ProbeInterval)
 	}
 }
+
+// TestIdleSlowsTicks: the loop ticks at IdleTick while the controller
+// says idle, and at the probe interval again from the tick that sees load.
+func TestIdleSlowsTicks(t *testing.T) {
+	r := newRig(t, true)
+	r.down.load, r.up.load = 0, 0
+	if d := r.loop.Interval(); d != ProbeInterval {
+		t.Fatalf("interval at the start %v, want %v", d, ProbeInterval)
+	}
+	cfg := autorate.Config{}.WithDefaults()
+	var when time.Duration
+	for r.loop.Interval() == ProbeInterval && r.now < 2*cfg.IdleAfter {
+		r.tick(0, 0, 1)
+		when = r.now
+	}
+	if d := r.loop.Interval(); d != IdleTick || when < cfg.IdleAfter {
+		t.Fatalf("interval %v after %v without load, want %v once idle for %v", d, when, IdleTick, cfg.IdleAfter)
+	}
+	r.down.load = 1
+	for range 5 {
+		r.tick(0, 0, 1)
+		if r.loop.Interval() == ProbeInterval {
+			break
+		}
+	}
+	if d := r.loop.Interval(); d != ProbeInterval {
+		t.Errorf("interval %v with load back, want %v", d, ProbeInterval)
+	}
+}
+
+// TestRunIdleTicks: Run follows Interval. With the controller idle after
+// 200 ms and a 1 s idle tick, a 2.5 s run has a handful of ticks; at the
+// probe interval throughout it would have about 25. A bound on how many
+// ticks real time allows, so a slow machine only makes fewer.
+func TestRunIdleTicks(t *testing.T) {
+	r := newRig(t, true)
+	clock := new(time.Duration)
+	r.down.now, r.up.now = clock, clock
+	r.down.load, r.up.load = 0, 0
+	r.loop.cfg.Controller.IdleAfter = 200 * time.Millisecond
+	r.loop.ctl, _ = autorate.New(r.loop.cfg.Controller)
+	r.loop.cfg.IdleTick = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if err := r.loop.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.status(); st.Ticks < 3 || st.Ticks > 10 {
+		t.Errorf("%d ticks in 2.5 s, want 3-10: idle after 0.2 s at 0.1 s ticks, then one a second", st.Ticks)
+	}
+}
