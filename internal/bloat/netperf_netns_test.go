@@ -3,7 +3,10 @@
 package bloat_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -16,6 +19,8 @@ import (
 	"time"
 
 	"sqm/internal/bloat"
+	"sqm/internal/plot"
+	"sqm/internal/report"
 )
 
 // netperfTolerance is how far (relative) sqm's goodput through a netserver
@@ -317,7 +322,59 @@ func TestNetPerfLoad(t *testing.T) {
 	down2, up2 = netperfClients(t, p, secs, rrul...)
 	check("rrul download", rr.DownloadMbps, down1, down2)
 	check("rrul upload", rr.UploadMbps, up1, up2)
+	checkNetPerfReports(t, st, rr)
 	if !haveIRTT {
 		t.Skip("no irtt binary: the RRUL run took ICMP latency instead (scripts/setup.sh installs irtt)")
+	}
+}
+
+// checkNetPerfReports: a run whose load went through netserver gets what
+// every other server kind's does: a grade and an RPM, a plot, and (RRUL)
+// a flent file whose series carry the streams and probes and whose note
+// names the netperf server.
+func checkNetPerfReports(t *testing.T, runs ...*bloat.Result) {
+	t.Helper()
+	for _, r := range runs {
+		if r.Grade == "" || !(r.RPM > 0) || r.RPMBand == "" {
+			t.Errorf("%s: grade %q, RPM %v (%q)", r.Mode, r.Grade, r.RPM, r.RPMBand)
+		}
+		var svg bytes.Buffer
+		if err := plot.Write(&svg, "run.svg", r); err != nil || !bytes.Contains(svg.Bytes(), []byte("<svg")) {
+			t.Errorf("%s: plot: %v (%d bytes)", r.Mode, err, svg.Len())
+		}
+		if r.Mode != bloat.ModeRRUL {
+			continue
+		}
+		var fl bytes.Buffer
+		if err := report.Flent(&fl, r, "run.flent.gz"); err != nil {
+			t.Fatalf("flent file: %v", err)
+		}
+		zr, err := gzip.NewReader(&fl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Results map[string][]*float64 `json:"results"`
+			Meta    struct {
+				Note string `json:"NOTE"`
+			} `json:"metadata"`
+		}
+		if err := json.NewDecoder(zr).Decode(&doc); err != nil {
+			t.Fatalf("flent file: %v", err)
+		}
+		if !strings.Contains(doc.Meta.Note, "netperf://10.77.0.1") {
+			t.Errorf("flent file: NOTE %q does not name the netperf server", doc.Meta.Note)
+		}
+		for _, name := range []string{"TCP download BE", "TCP download EF", "TCP upload BK", "TCP upload CS5", "Ping (ms) ICMP"} {
+			n := 0
+			for _, v := range doc.Results[name] {
+				if v != nil && *v > 0 {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("flent file: series %q has no values", name)
+			}
+		}
 	}
 }

@@ -178,7 +178,7 @@ func flentDoc(r *bloat.Result, filename string) map[string]any {
 	meta := map[string]any{
 		"NAME":            "rrul",
 		"TITLE":           "sqm test",
-		"NOTE":            fmt.Sprintf("written by sqm test (%s mode); load by sqm's own server, not netperf", r.Mode),
+		"NOTE":            flentNote(r),
 		"HOST":            host,
 		"HOSTS":           []string{host},
 		"LOCAL_HOST":      localHost,
@@ -204,4 +204,15 @@ func flentDoc(r *bloat.Result, filename string) map[string]any {
 		"results":    results,
 		"raw_values": raw,
 	}
+}
+
+// flentNote says in the file's metadata who wrote it and which server put
+// the load on the link: flent's own files come from netperf clients, and a
+// reader comparing the two must know whether this one did too.
+func flentNote(r *bloat.Result) string {
+	load := "sqm's own server"
+	if r.Servers != nil && r.Servers.Load != "" {
+		load = r.Servers.Load
+	}
+	return fmt.Sprintf("written by sqm test (%s mode); load by %s", r.Mode, load)
 }

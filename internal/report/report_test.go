@@ -130,8 +130,23 @@ func TestFlentStructure(t *testing.T) {
 			t.Errorf("%q has %d values for %d x values", name, len(v), len(doc.X))
 		}
 	}
+	if note, _ := doc.Meta["NOTE"].(string); !strings.Contains(note, "sqm's own server") {
+		t.Errorf("NOTE %q: the synthetic run names no load server, so the note must say sqm's own", note)
+	}
 	if err := Flent(&b, &bloat.Result{Mode: bloat.ModeSpeedtest}, "x"); err == nil {
 		t.Error("flent accepted a speedtest run")
+	}
+}
+
+// TestFlentNote: the metadata names the server that carried the load, so
+// a file from an iperf3 or netperf run is not taken for sqm server's.
+func TestFlentNote(t *testing.T) {
+	for _, load := range []string{"sqm://192.0.2.7:8474", "iperf3://192.0.2.7:5201", "netperf://192.0.2.7:12865"} {
+		r := bloattest.Synthetic()
+		r.Servers = &bloat.Servers{Load: load}
+		if got := flentNote(r); !strings.Contains(got, "load by "+load) {
+			t.Errorf("load %s: NOTE %q", load, got)
+		}
 	}
 }
 
