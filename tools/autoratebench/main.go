@@ -98,6 +98,7 @@ func main() {
 		fixedArg = flag.String("fixed", "", "the sweep's fixed rates as comma-separated fractions of 8 Mbit/s (default 0.2,0.5,0.9)")
 		controls = flag.String("controllers", "sqm,cake", "which controllers to run, comma-separated: sqm, cake (none: only the fixed sweep)")
 		noLoad   = flag.Bool("no-load", false, "run the controllers without load (sqm lab --no-load): their cost on an idle link; no fixed sweep")
+		dur      = flag.Duration("duration", 0, "run every trace this long (the trace loops), e.g. 100s for -no-load past the controllers' 60 s idle thresholds; default each trace's own")
 		icmp     = flag.Bool("icmp-ahead", false, "every run with ICMP queued ahead of the modem's FIFO (sqm lab --icmp-ahead): pings do not see the bloat")
 	)
 	flag.Parse()
@@ -172,7 +173,10 @@ func main() {
 			if !*judge {
 				args := []string{"lab", "--vm", "--json", "--down", fmt.Sprintf("%dkbit", lineDown), "--up", fmt.Sprintf("%dkbit", lineUp),
 					"--trace-down", file, "--plot", filepath.Join(*out, tc.name+"-"+j.name)}
-				if tc.duration != "" {
+				switch {
+				case *dur > 0:
+					args = append(args, "--duration", dur.String())
+				case tc.duration != "":
 					args = append(args, "--duration", tc.duration)
 				}
 				if *icmp {
