@@ -18,8 +18,8 @@ const ProbeInterval = 100 * time.Millisecond
 
 // IdleTick is how often the loop ticks while the controller says the link
 // is idle (probes at its idle interval). Each tick reads the shapers'
-// counters from the kernel, the loop's main cost on an idle link (docs/
-// autorate.md, "CPU"); between two reads the rates sit at their bases, which
+// counters from the kernel, the loop's main cost on an idle link
+// (docs/autorate.md, "The idle tick"); between two reads the rates sit at their bases, which
 // is where an idle link drifts to, so load that starts between them meets
 // the base rate for at most this long before the loop ticks at
 // ProbeInterval again.
