@@ -87,3 +87,32 @@ func TestAncestorHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestSourcesList: the security suite is in the list only when asked for,
+// and the required suites are always there, for the guest's architecture.
+func TestSourcesList(t *testing.T) {
+	for _, sec := range []bool{true, false} {
+		l := sourcesList("armhf", "/k.gpg", sec)
+		for _, s := range debianSources {
+			if !strings.Contains(l, "deb [arch=armhf signed-by=/k.gpg] "+s+"\n") {
+				t.Errorf("security %v: %q lacks %s", sec, l, s)
+			}
+		}
+		if got := strings.Contains(l, securitySource); got != sec {
+			t.Errorf("security %v: list has the security suite: %v\n%s", sec, got, l)
+		}
+	}
+	if len(debianSources) != 2 {
+		t.Errorf("sourcesList changed debianSources: %v", debianSources)
+	}
+}
+
+func TestAptError(t *testing.T) {
+	out := "Get:6 http://x/debian-security bookworm-security/main armhf Packages [357 kB]\nErr:6 http://x bookworm-security/main armhf Packages\n  File has unexpected size (356624 != 356976). Mirror sync in progress? [IP: 203.0.113.80 80]\nE: Failed to fetch http://x/Packages.xz  File has unexpected size (356624 != 356976). Mirror sync in progress?\nE: Some index files failed to download.\n"
+	if got, want := aptError(out), "E: Failed to fetch http://x/Packages.xz  File has unexpected size (356624 != 356976). Mirror sync in progress?"; got != want {
+		t.Errorf("aptError = %q, want %q", got, want)
+	}
+	if got := aptError("no errors here\nlast\n"); got != "last" {
+		t.Errorf("aptError without E: lines = %q, want the last line", got)
+	}
+}
