@@ -607,6 +607,7 @@ func FuzzParse(f *testing.F) {
 			if q.Download > MaxKbit || q.Upload > MaxKbit || q.ITarget.Value > MaxTarget || q.ETarget.Value > MaxTarget {
 				t.Fatalf("queue %q passed Parse with a rate or target out of range: %+v", q.Name, q)
 			}
+			checkFormat(t, q)
 			s := file.UCI.Lookup(q.Name)
 			if s == nil {
 				t.Fatalf("queue %q not found in the UCI file", q.Name)
