@@ -92,7 +92,7 @@ func formatTarget(t Target) string {
 }
 
 // quote is a UCI single-quoted value; a quote inside ends the quoted
-// piece, adds an escaped one and starts another ('it'\''s').
+// piece, adds an escaped one and starts another ('it'\”s').
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
