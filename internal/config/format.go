@@ -92,7 +92,7 @@ func formatTarget(t Target) string {
 }
 
 // quote is a UCI single-quoted value; a quote inside ends the quoted
-// piece, adds an escaped one and starts another ('it'\”s').
+// piece, adds a backslash-escaped quote and starts another piece.
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
