@@ -89,8 +89,11 @@ type Config struct {
 	// probe intervals) is a stall: rates are held, not cut.
 	StallAfter time.Duration // default 1s
 	// IdleAfter: both directions below IdleBelow for this long and the
-	// probe layer is told to slow down.
-	IdleAfter time.Duration // default 60s
+	// probe layer is told to slow down. Load is seen in the shaper's
+	// counters, not in the probes, so an idle link needs no fast probes
+	// to wake up: 10 s rides over the pauses between a page's loads
+	// (cake-autorate waits 60 s, and probes 20 times a second until then).
+	IdleAfter time.Duration // default 10s
 	IdleBelow uint64        // bits/s, default 100 kbit/s
 
 	LoadHigh  float64 // utilisation above which a direction may probe up; default 0.75
@@ -140,7 +143,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ProbeInterval, 100*time.Millisecond)
 	setDur(&c.IdleProbeInterval, 2*time.Second)
 	setDur(&c.StallAfter, time.Second)
-	setDur(&c.IdleAfter, 60*time.Second)
+	setDur(&c.IdleAfter, 10*time.Second)
 	setDur(&c.IncreaseEvery, 100*time.Millisecond)
 	setDur(&c.DecreaseEvery, 100*time.Millisecond)
 	setDur(&c.DrainTime, 500*time.Millisecond)

@@ -458,7 +458,7 @@ func TestICMPDeprioritised(t *testing.T) {
 // TestIdle: after 30 s of load on an 80 Mbit/s link (base 20) the load
 // stops (idle) or drops to 5 Mbit/s (light). The rate never rises again,
 // drifts back to base, and only the idle link tells the probe layer to slow
-// down, IdleAfter (60 s) after the load stopped.
+// down, IdleAfter (10 s) after the load stopped.
 func TestIdle(t *testing.T) {
 	const loadEnd = 30 * sec
 	for _, light := range []float64{0, 5 * mbit} {
@@ -496,8 +496,8 @@ func TestIdle(t *testing.T) {
 				switch {
 				case light > 0 && s.idleAt >= 0:
 					t.Errorf("probing slowed at %v with 5 Mbit/s still flowing", s.idleAt)
-				case light == 0 && (s.idleAt < loadEnd+60*sec || s.idleAt > loadEnd+61*sec):
-					t.Errorf("probing slowed %v after the load stopped, want 60s..61s", s.idleAt-loadEnd)
+				case light == 0 && (s.idleAt < loadEnd+s.ctrl.Config().IdleAfter || s.idleAt > loadEnd+s.ctrl.Config().IdleAfter+sec):
+					t.Errorf("probing slowed %v after the load stopped, want IdleAfter (%v) to a second more", s.idleAt-loadEnd, s.ctrl.Config().IdleAfter)
 				}
 			})
 		}

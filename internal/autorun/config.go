@@ -22,8 +22,10 @@ const ProbeInterval = 100 * time.Millisecond
 // (docs/autorate.md, "The idle tick"); between two reads the rates sit at their bases, which
 // is where an idle link drifts to, so load that starts between them meets
 // the base rate for at most this long before the loop ticks at
-// ProbeInterval again.
-const IdleTick = 500 * time.Millisecond
+// ProbeInterval again. A second is well within what an idle link costs
+// at its base rate; cake-autorate's own sleeping monitor reads its
+// counters every 200 ms.
+const IdleTick = time.Second
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
 // enough for the statistic across reflectors to outvote a liar in each

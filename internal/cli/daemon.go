@@ -158,7 +158,7 @@ Example:
 					return usageError("--log-level %q: use debug, info, warn or error", flagString(fs, "log-level"))
 				}
 			}
-			setDaemonMemoryLimit(env.Getenv)
+			setDaemonGC(env.Getenv)
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
 			page, err := prepareWeb(env, fs, configSource(fs))
@@ -250,7 +250,6 @@ Example:
 				Restore:    flagBool(fs, "restore"),
 				StopOnExit: flagBool(fs, "stop-on-exit"),
 				Log:        log,
-				OnAutorate: autorateLimit(env.Getenv),
 			}
 			if page != nil {
 				page.start(ctx, d, reqs, log)

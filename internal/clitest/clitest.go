@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 
@@ -46,11 +47,40 @@ func Main(m *testing.M) {
 			}
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		endProfile := childProfile()
 		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
+		endProfile()
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
+}
+
+// ChildProfile in the environment (tools/vmtest -cpuprofile sets it)
+// makes each sqm the test binary runs write its CPU profile to
+// VALUE.PID.cpu.prof: a daemon the lab started is a process of its own,
+// which the test binary's -test.cpuprofile does not see.
+const ChildProfile = "SQM_TEST_CPUPROFILE"
+
+func childProfile() func() {
+	prefix := os.Getenv(ChildProfile)
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d.cpu.prof", prefix, os.Getpid()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sqm-test: no CPU profile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "sqm-test: no CPU profile:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // Command is `sqm args...` run by the test binary; its package's TestMain

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -59,6 +60,13 @@ func (c *Conn) ShaperCounters(ifindex [2]int, sc *[2]ShaperCounters) error {
 	*sc = [2]ShaperCounters{}
 	var root [2]bool
 	for _, m := range msgs {
+		// Only the two devices' qdiscs are decoded: a router's dump
+		// holds every interface's (each radio's mq and fq_codels).
+		if len(m.Data) >= tcmsgLen {
+			if idx := int(int32(binary.NativeEndian.Uint32(m.Data[4:]))); idx != ifindex[0] && idx != ifindex[1] {
+				continue
+			}
+		}
 		q, err := decodeObject(m.Data)
 		if err != nil {
 			return fmt.Errorf("shaper counters: %w", err)
@@ -85,13 +93,10 @@ func (sc *ShaperCounters) add(q *object) bool {
 			sc.Marks += uint64(x.ECNMark)
 		}
 	case "cake":
-		if x := decodeCakeXStats(q.XStats); x != nil {
-			for _, tin := range x.Tins {
-				sc.Marks += uint64(tin.ECNMarkedPackets)
-				if q.Parent == plan.HandleRoot && tin.AvgDelayUS > sc.CakeDelayUS {
-					sc.CakeDelayUS = tin.AvgDelayUS
-				}
-			}
+		marks, delay := cakeTinSums(q.XStats)
+		sc.Marks += marks
+		if q.Parent == plan.HandleRoot && delay > sc.CakeDelayUS {
+			sc.CakeDelayUS = delay
 		}
 	}
 	if q.Parent != plan.HandleRoot {
@@ -121,4 +126,30 @@ func rootRate(q *object) uint64 {
 		}
 	}
 	return rate
+}
+
+// cakeTinSums is what the counters need of cake's xstats: the ECN marks
+// of all tins and the largest tin's average delay (µs). It walks the
+// attributes in place, where decodeCakeXStats builds every tin's every
+// field through maps: this runs on each autorate tick.
+func cakeTinSums(x []byte) (marks uint64, maxDelayUS uint32) {
+	ad := nlattr.NewDecoder(x)
+	for ad.Next() {
+		if ad.Type() != cakeStatsTinStats {
+			continue
+		}
+		tins := nlattr.NewDecoder(ad.Bytes())
+		for tins.Next() {
+			tin := nlattr.NewDecoder(tins.Bytes())
+			for tin.Next() {
+				switch tin.Type() {
+				case cakeTinECNMarkedPackets:
+					marks += uint64(uint32(scalar(tin.Bytes())))
+				case cakeTinAvgDelayUS:
+					maxDelayUS = max(maxDelayUS, uint32(scalar(tin.Bytes())))
+				}
+			}
+		}
+	}
+	return marks, maxDelayUS
 }

@@ -249,6 +249,13 @@ func decodeCakeXStats(x []byte) *CakeStats {
 	return s
 }
 
+// TCA_CAKE_TIN_STATS_* the autorate counters read (cakeTinSums); the
+// rest are numbered in decodeCakeTin.
+const (
+	cakeTinECNMarkedPackets = 8
+	cakeTinAvgDelayUS       = 19
+)
+
 func decodeCakeTin(a map[uint16][]byte) CakeTin {
 	g := func(t uint16) uint64 { return scalar(a[t]) }
 	return CakeTin{
@@ -258,7 +265,7 @@ func decodeCakeTin(a map[uint16][]byte) CakeTin {
 		DroppedBytes:      g(5),
 		ACKDropPackets:    uint32(g(6)),
 		ACKDropBytes:      g(7),
-		ECNMarkedPackets:  uint32(g(8)),
+		ECNMarkedPackets:  uint32(g(cakeTinECNMarkedPackets)),
 		ECNMarkedBytes:    g(9),
 		BacklogPackets:    uint32(g(10)),
 		BacklogBytes:      uint32(g(11)),
@@ -269,7 +276,7 @@ func decodeCakeTin(a map[uint16][]byte) CakeTin {
 		WayMisses:         uint32(g(16)),
 		WayCollisions:     uint32(g(17)),
 		PeakDelayUS:       uint32(g(18)),
-		AvgDelayUS:        uint32(g(19)),
+		AvgDelayUS:        uint32(g(cakeTinAvgDelayUS)),
 		BaseDelayUS:       uint32(g(20)),
 		SparseFlows:       uint32(g(21)),
 		BulkFlows:         uint32(g(22)),

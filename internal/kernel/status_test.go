@@ -132,6 +132,31 @@ func FuzzDecodeObject(f *testing.F) {
 		classFacts(&o)
 		filterDesc(&o)
 		decodeCakeXStats(o.XStats)
+		cakeTinSums(o.XStats)
 		decodeFqCodelXStats(o.XStats)
 	})
+}
+
+// TestCakeTinSums: the autorate counters' walk over cake's xstats gives
+// what the full decoder does (marks over all tins, the largest average
+// delay) on diffserv4-shaped stats.
+func TestCakeTinSums(t *testing.T) {
+	var tins []byte
+	for i, tin := range []struct{ marks, avg uint32 }{{3, 120}, {0, 4500}, {7, 80}, {1, 0}} {
+		a := append(nlattr.Attr(cakeTinECNMarkedPackets, le32(tin.marks)), nlattr.Attr(cakeTinAvgDelayUS, le32(tin.avg))...)
+		a = append(a, nlattr.Attr(18, le32(tin.avg*2))...) // the peak delay, larger: not the one read
+		tins = append(tins, nlattr.Nest(uint16(i+1), a)...)
+	}
+	x := append(nlattr.Attr(cakeStatsMemoryUsed, le32(4096)), nlattr.Nest(cakeStatsTinStats, tins)...)
+	full := decodeCakeXStats(x)
+	var wantMarks uint64
+	var wantDelay uint32
+	for _, tin := range full.Tins {
+		wantMarks += uint64(tin.ECNMarkedPackets)
+		wantDelay = max(wantDelay, tin.AvgDelayUS)
+	}
+	marks, delay := cakeTinSums(x)
+	if len(full.Tins) != 4 || marks != wantMarks || delay != wantDelay || marks != 11 || delay != 4500 {
+		t.Errorf("cakeTinSums: marks %d delay %d µs; the full decoder: %d tins, marks %d delay %d", marks, delay, len(full.Tins), wantMarks, wantDelay)
+	}
 }

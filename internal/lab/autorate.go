@@ -3,48 +3,48 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"errors"
-	"sync"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
-	"sqm/internal/autorate"
-	"sqm/internal/autorun"
+	"sqm/internal/bloat"
 	"sqm/internal/config"
-	"sqm/internal/kernel"
-	"sqm/internal/reflector"
+	"sqm/internal/service"
 )
 
 func init() {
 	Autorate = func() Controller { return &sqmAutorate{} }
 }
 
-// sqmAutorate is sqm's autorate in the lab: the same loop the daemon runs
-// (internal/autorun), in this process, on the router namespace's shaper,
-// probing the lab's server (its sqm server's sessionless echo and the
-// kernel's ICMP timestamp replies) through the emulated modem. It never
-// sees the ground-truth probes (owd.go), which are the lab's own.
+// sqmAutorate is sqm's autorate in the lab as a router runs it: `sqm
+// daemon` in the router namespace, given a config file with the lab's
+// queue and autorate on, probing the lab's server (its sqm server's echo
+// and the kernel's ICMP timestamp replies) through the emulated modem. It
+// never sees the ground-truth probes (owd.go), which are the lab's own.
+// Being its own process, its CPU time is the kernel's account of all of
+// it (wait4: the controller, the prober, the status file it writes, the
+// Go runtime's threads), as cake-autorate's is.
 type sqmAutorate struct {
-	loop   *autorun.Loop
-	k      *autorun.Kernel
-	prober *reflector.Prober
-	cancel context.CancelFunc
-	done   chan error
-
-	mu      sync.Mutex
-	changes []rateChange // every rate set, for tests
-	debugf  func(format string, args ...any)
 	// queue, if set, edits the lab's queue after autorate is turned on
 	// (a test's autorate options).
 	queue func(*config.Queue)
-	last  autorun.Status
-}
+	// debugf, if set, runs the daemon at --log-level debug and gets each
+	// line it logs (a test's log); otherwise it logs at info, as a
+	// router's does.
+	debugf func(format string, args ...any)
 
-// rateChange is one rate the loop set on the shaper.
-type rateChange struct {
-	at   time.Time
-	dir  autorate.Dir
-	bits uint64
+	work, iface string
+	cmd         *exec.Cmd
+	done        chan error
+	logDone     chan struct{}
 }
 
 func (a *sqmAutorate) Name() string { return "sqm-autorate" }
@@ -59,96 +59,186 @@ func (a *sqmAutorate) prepareQueue(q *config.Queue) {
 	}
 }
 
+// daemonStartTimeout bounds the daemon's start, to its loop running: a
+// TCG VM takes seconds to start a Go binary and apply a tree.
+const daemonStartTimeout = 60 * time.Second
+
 func (a *sqmAutorate) Start(ctx context.Context, env ControlEnv) error {
 	if env.Plan.Autorate == nil {
 		return errors.New("the plan has autorate off")
 	}
-	var hosts []string
-	for _, r := range env.Reflectors {
-		hosts = append(hosts, "sqm://"+r, "icmp://"+r)
-	}
-	slots, spares, err := autorun.Targets(env.Plan.Autorate, hosts)
+	bin, benv, err := SQM()
 	if err != nil {
-		return err
+		return fmt.Errorf("find sqm to run its daemon: %w", err)
 	}
-	err = env.Router.Do(func() error {
-		conn, err := kernel.Open()
-		if err != nil {
-			return err
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("running the daemon in the router namespace needs ip: %w", err)
+	}
+	q := *env.Queue
+	q.Enabled = true
+	if a.debugf != nil {
+		q.Verbosity = 8 // the section's debug lines: autorate's, one per rate change
+	}
+	if len(q.Autorate.Reflectors) == 0 {
+		// Each lab server answers sqm server's echo on its port (a UDP
+		// reflector whatever the probe) and ICMP timestamps.
+		for _, r := range env.Reflectors {
+			q.Autorate.Reflectors = append(q.Autorate.Reflectors, bloat.HostPort(r), r)
 		}
-		mtu, err := conn.LinkMTU(env.WAN)
-		if err == nil {
-			a.k, err = autorun.NewKernel(conn, env.Queue, env.Plan, mtu)
-		}
-		if err != nil {
-			conn.Close()
-		}
-		return err
-	})
-	if err != nil {
+		q.Autorate.Probe = config.ProbeICMP
+	}
+	if a.work, err = os.MkdirTemp("", "sqm-lab-daemon-"); err != nil {
 		return err
 	}
-	a.prober, err = reflector.New(reflector.Config{Targets: slots, Interval: autorun.ProbeInterval, Enter: env.Router.Do})
-	if err != nil {
-		a.k.Close()
+	a.iface = q.Interface
+	if err := a.start(ctx, env, &q, bin, benv); err != nil {
+		a.kill()
+		os.RemoveAll(a.work)
 		return err
 	}
-	sh := a.k.Shapers()
-	for d := range sh {
-		if sh[d] != nil {
-			sh[d] = &recordShaper{Shaper: sh[d], a: a, dir: autorate.Dir(d)}
-		}
-	}
-	a.loop, err = autorun.New(autorun.Config{Name: env.WAN, Controller: autorun.ControllerConfig(env.Plan.Autorate, slots),
-		Shapers: sh, Prober: a.prober, Targets: slots, Spares: spares, Debugf: a.debugf, Logf: a.debugf, AccountCPU: true})
-	if err != nil {
-		a.prober.Close()
-		a.k.Close()
-		return err
-	}
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.done = make(chan error, 1)
-	go func() { a.done <- a.loop.Run(ctx) }()
 	return nil
 }
 
+func (a *sqmAutorate) start(ctx context.Context, env ControlEnv, q *config.Queue, bin string, benv []string) error {
+	cfg := filepath.Join(a.work, "sqm")
+	if err := os.WriteFile(cfg, config.Format(q, "lab"), 0o644); err != nil {
+		return err
+	}
+	level := "info"
+	if a.debugf != nil {
+		level = "debug"
+	}
+	state := filepath.Join(a.work, "state")
+	cmd := exec.Command("ip", "netns", "exec", env.Router.Name(), bin, "daemon", "--config", cfg, "--state-dir", state, "--log-level", level)
+	cmd.Env = benv
+	// its own process group, so that whatever it leaves is ended with it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logf, err := os.Create(filepath.Join(a.work, "log"))
+	if err != nil {
+		return err
+	}
+	// The log file is closed once the daemon is waited for: with a
+	// debugf, Wait's copier writes to it until then.
+	var w io.Writer = logf
+	closeLog := func() { logf.Close() }
+	a.logDone = make(chan struct{})
+	if a.debugf != nil {
+		pr, pw := io.Pipe()
+		w = io.MultiWriter(logf, pw)
+		closeLog = func() { pw.Close(); logf.Close() }
+		go func() {
+			defer close(a.logDone)
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				a.debugf("daemon: %s", sc.Text())
+			}
+			io.Copy(io.Discard, pr) // a line too long for the scanner
+		}()
+	} else {
+		close(a.logDone)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		closeLog()
+		<-a.logDone
+		return fmt.Errorf("start sqm daemon: %w", err)
+	}
+	a.cmd = cmd
+	a.done = make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		closeLog()
+		a.done <- err
+	}()
+	store := service.Store{Dir: state}
+	for deadline := time.Now().Add(daemonStartTimeout); ; {
+		st, err := store.Autorate(a.iface)
+		switch {
+		case err != nil:
+			return fmt.Errorf("sqm daemon's autorate status: %w", err)
+		case st != nil && st.Running:
+			return nil
+		case st != nil && st.Error != "":
+			return fmt.Errorf("sqm daemon's autorate did not start: %s", st.Error)
+		}
+		select {
+		case err := <-a.done:
+			a.done <- err
+			return fmt.Errorf("sqm daemon exited at start (%v): %s", err, a.tail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sqm daemon's autorate not running after %v: %s", daemonStartTimeout, a.tail())
+		}
+	}
+}
+
+// tail is the end of the daemon's log, for an error.
+func (a *sqmAutorate) tail() string {
+	b, _ := os.ReadFile(filepath.Join(a.work, "log"))
+	if len(b) > 1500 {
+		b = b[len(b)-1500:]
+	}
+	return "[daemon log] " + strings.TrimSpace(string(b))
+}
+
+// kill ends the daemon's process group and waits for it.
+func (a *sqmAutorate) kill() {
+	if a.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+	<-a.done
+	<-a.logDone
+	a.cmd = nil
+}
+
+// Stop ends the daemon as its service does (SIGTERM: the loop puts the
+// base rates back and the daemon exits, leaving the tree, which the lab
+// removes). Its rate changes are what its status file said last (written
+// as each change is made); its CPU time and peak RSS are wait4's.
 func (a *sqmAutorate) Stop() (ControlStats, error) {
-	if a.loop == nil {
+	if a.cmd == nil {
 		return ControlStats{}, nil
 	}
-	a.cancel()
-	err := <-a.done
-	a.prober.Close()
-	a.k.Close()
-	var st autorun.Status
-	a.loop.Status(&st)
-	a.last = st
-	a.loop = nil
-	if err != nil {
-		return ControlStats{}, err
+	defer func() {
+		os.RemoveAll(a.work)
+		a.cmd = nil
+	}()
+	st, serr := (&service.Store{Dir: filepath.Join(a.work, "state")}).Autorate(a.iface)
+	pid := a.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	var werr error
+	select {
+	case werr = <-a.done:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		werr = <-a.done
+		if werr == nil {
+			werr = errors.New("killed: not ended 20 s after SIGTERM")
+		}
 	}
-	return ControlStats{RateChanges: int(st.RateChanges), CPUSeconds: st.CPUSeconds}, nil
-}
-
-func (a *sqmAutorate) log() []rateChange {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]rateChange(nil), a.changes...)
-}
-
-// recordShaper logs each rate set, with its time.
-type recordShaper struct {
-	autorun.Shaper
-	a   *sqmAutorate
-	dir autorate.Dir
-}
-
-func (r *recordShaper) SetRate(bits uint64) (uint64, error) {
-	got, err := r.Shaper.SetRate(bits)
-	if err == nil {
-		r.a.mu.Lock()
-		r.a.changes = append(r.a.changes, rateChange{at: time.Now(), dir: r.dir, bits: got})
-		r.a.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // what outlived it
+	<-a.logDone
+	var cs ControlStats
+	if ps := a.cmd.ProcessState; ps != nil {
+		cs.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			cs.MaxRSSKB = int64(ru.Maxrss)
+		}
 	}
-	return got, err
+	switch {
+	case werr != nil:
+		return cs, fmt.Errorf("sqm daemon: %v: %s", werr, a.tail())
+	case serr != nil:
+		return cs, serr
+	case st == nil:
+		return cs, errors.New("sqm daemon wrote no autorate status")
+	case st.Error != "":
+		return cs, fmt.Errorf("sqm daemon's autorate: %s", st.Error)
+	}
+	cs.RateChanges = int(st.RateChanges)
+	return cs, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/florianl/go-tc"
 
+	"sqm/internal/autorate"
 	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/netns"
@@ -77,6 +78,7 @@ type ControlEnv struct {
 type ControlStats struct {
 	RateChanges int
 	CPUSeconds  float64
+	MaxRSSKB    int64 // the process's peak resident set (wait4), 0 if unknown
 }
 
 // fixedController is the shaping Options.Shaping applied, left alone.
@@ -110,6 +112,7 @@ type TraceReport struct {
 	probeDown, probeUp []owdRec
 	modemLog           []modemChange
 	modemSamples       []modemSample // the down modem's, one per follower tick
+	rateLog            []rateChange  // the shaping rates as the kernel had them, each change
 	t0                 time.Time     // the trace's start
 }
 
@@ -145,6 +148,9 @@ type ControllerReport struct {
 	} `json:"utilisation"`
 	RateChanges int     `json:"rate_changes"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
+	// MaxRSSKB is the controller process's peak resident set, kB (wait4;
+	// with cake-autorate, the largest of its processes).
+	MaxRSSKB int64 `json:"max_rss_kb,omitempty"`
 	// BaseOWDMs is the idle one-way delay each way (the median before
 	// the load), ProbeLossPct the probes lost during the load.
 	BaseOWDMs struct {
@@ -303,7 +309,12 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		return nil, err
 	}
 	defer f.close()
-	smp := &rateSampler{t: t, wan: wanDev, ifb: ifb, q: q}
+	rr, err := t.newRootRater(wanDev, ifb)
+	if err != nil {
+		return nil, fmt.Errorf("lab: read the shaping rates: %w", err)
+	}
+	defer rr.close()
+	smp := &rateSampler{r: rr, q: q}
 
 	var once sync.Once
 	var t0 time.Time
@@ -365,7 +376,7 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 		devs = append(devs, ifb)
 	}
 	rep.Shaping.Status = t.status(t.router, devs...)
-	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds}
+	rep.Controller = ControllerReport{Name: ctl.Name(), RateChanges: cs.RateChanges, CPUSeconds: cs.CPUSeconds, MaxRSSKB: cs.MaxRSSKB}
 	rep.probeOff, rep.probeDown, rep.probeUp = t0.Sub(prober.epoch), downRecs, upRecs
 	rep.t0 = t0
 	if err := rep.compute(&dirs, o, res, rep.probeOff, downRecs, upRecs, smp); err != nil {
@@ -568,44 +579,66 @@ func (f *follower) close() {
 	}
 }
 
-// rateSampler reads sqm's shaping rates from the kernel once a second:
-// the root qdisc's configured rate (cake's bandwidth, tbf's rate) on the
-// WAN device (up) and the IFB (down); htb's is its classes', and the
-// configured rate stands for it.
+// rateSampler reads sqm's shaping rates from the kernel every
+// rateSampleEvery: the root qdisc's configured rate (cake's bandwidth,
+// tbf's rate) on the WAN device (up) and the IFB (down); htb's is its
+// classes', and the configured rate stands for it. The per-second series
+// takes each second's middle sample; log keeps every change, whoever made
+// it (sqm's daemon, cake-autorate's tc), so tests can time them.
 type rateSampler struct {
-	t        *topology
-	wan, ifb string
+	r        *rootRater
 	q        *config.Queue
 	mu       sync.Mutex
 	down, up []float64 // Mbit/s per second; NaN: not read
+	log      []rateChange
 	done     chan struct{}
 }
+
+// rateChange is a shaping rate seen first at at.
+type rateChange struct {
+	at   time.Time
+	dir  autorate.Dir
+	bits uint64
+}
+
+// rateSampleEvery is the kernel read's period: the controllers' ticks
+// are 100-200 ms.
+const rateSampleEvery = 100 * time.Millisecond
 
 // run samples until d after t0; the caller makes s.done first.
 func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 	defer close(s.done)
-	n := int((d + time.Second - 1) / time.Second)
+	perSec := int(time.Second / rateSampleEvery)
+	n := int((d + time.Second - 1) / time.Second) * perSec
+	last := [2]uint64{s.q.Download * 1000, s.q.Upload * 1000}
 	for i := 0; i < n; i++ {
-		// mid-second, so a change at the second's start is seen
-		if w := time.Until(t0.Add(time.Duration(i)*time.Second + 500*time.Millisecond)); w > 0 {
+		if w := time.Until(t0.Add(time.Duration(i) * rateSampleEvery)); w > 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(w):
 			}
 		}
-		dn, up := float64(s.q.Download)/1000, float64(s.q.Upload)/1000
-		if r, ok := s.t.rootRates(s.wan, s.ifb); ok {
-			dn, up = r[0], r[1]
-			if r[0] == 0 {
-				dn = float64(s.q.Download) / 1000
-			}
-			if r[1] == 0 {
-				up = float64(s.q.Upload) / 1000
+		now := [2]uint64{s.q.Download * 1000, s.q.Upload * 1000}
+		if r, err := s.r.rates(); err == nil {
+			for d := range now {
+				if r[d] != 0 {
+					now[d] = r[d]
+				}
 			}
 		}
+		at := time.Now()
 		s.mu.Lock()
-		s.down, s.up = append(s.down, dn), append(s.up, up)
+		for d := range now {
+			if now[d] != last[d] {
+				s.log = append(s.log, rateChange{at: at, dir: autorate.Dir(d), bits: now[d]})
+				last[d] = now[d]
+			}
+		}
+		// mid-second, so a change at the second's start is seen
+		if i%perSec == perSec/2 {
+			s.down, s.up = append(s.down, float64(now[0])/1e6), append(s.up, float64(now[1])/1e6)
+		}
 		s.mu.Unlock()
 	}
 }
@@ -670,6 +703,7 @@ func (rep *TraceReport) compute(dirs *[2]traceDir, o Options, res *bloat.Result,
 
 	smp.mu.Lock()
 	s.RateDownMbps, s.RateUpMbps = pad(smp.down, n), pad(smp.up, n)
+	rep.rateLog = smp.log
 	smp.mu.Unlock()
 
 	for i, recs := range [][]owdRec{downRecs, upRecs} {

@@ -166,9 +166,8 @@ type autorateRun struct {
 }
 
 // sync makes the loops match states: one per state with autorate on,
-// restarted when the state is a new apply, stopped for states gone. It
-// returns how many loops run.
-func (a *autorates) sync(states []*State) int {
+// restarted when the state is a new apply, stopped for states gone.
+func (a *autorates) sync(states []*State) {
 	want := map[string]*State{}
 	for _, st := range states {
 		if st.Owned.Plan != nil && st.Owned.Plan.Autorate != nil {
@@ -203,15 +202,6 @@ func (a *autorates) sync(states []*State) int {
 			a.launch(st)
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := 0
-	for _, run := range a.runs {
-		if run.r != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // launch starts st's loop; a failure is logged and recorded, and the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,14 +132,10 @@ func arQueue(up uint64) config.Queue {
 func TestDaemonAutorateLifecycle(t *testing.T) {
 	k := newFake("eth0")
 	fs := &fakeStarter{k: k}
-	var loops atomic.Int64
-	loops.Store(-1)
 	r := startDaemonWith(t, k, true, func(d *Daemon) {
 		d.Autorate, d.Svc.Plan = fs.start, autoratePlan
-		d.OnAutorate = func(n int) { loops.Store(int64(n)) }
 	}, arQueue(10000))
 	eventually(t, "autorate started with the queue", func() bool { return fs.n() == 1 })
-	eventually(t, "OnAutorate told of one loop", func() bool { return loops.Load() == 1 })
 	run := fs.runner(0)
 	eventually(t, "the loop moved the rate", func() bool { return run.Status().Upload.RateKbit == 15000 })
 	checks := k.count(k.matches, "eth0")
@@ -186,7 +181,6 @@ func TestDaemonAutorateLifecycle(t *testing.T) {
 		}
 	})
 	eventually(t, "status file removed", func() bool { st, _ := r.svc.Store.Autorate("eth0"); return st == nil })
-	eventually(t, "OnAutorate told of none", func() bool { return loops.Load() == 0 })
 	if fs.n() != 3 {
 		t.Errorf("%d loops started, want 3", fs.n())
 	}

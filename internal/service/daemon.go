@@ -69,9 +69,6 @@ type Daemon struct {
 	// Autorate starts the autorate loop of a queue with autorate on
 	// (autorate.go); nil: the build's own (StartAutorate).
 	Autorate AutorateStarter
-	// OnAutorate, if set, is told how many autorate loops run after each
-	// change (the CLI sizes the daemon's memory limit with it).
-	OnAutorate func(loops int)
 
 	queues   []config.Queue
 	refused  []*config.SectionError
@@ -445,9 +442,7 @@ func (d *Daemon) locked(what string, op func() ([]Outcome, error), verbose bool)
 		// Loops for the queues now applied with autorate on; those
 		// whose tree was re-applied start again on the new tree.
 		states, _ := d.Svc.Store.All()
-		if n := d.ar.sync(states); d.OnAutorate != nil {
-			d.OnAutorate(n)
-		}
+		d.ar.sync(states)
 	}
 	for _, o := range outs {
 		if o.Action == ActUnchanged && !verbose {

@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Minute, "per-package test timeout (-test.timeout)")
 	vmTimeout := fs.Duration("vmtimeout", 60*time.Minute, "timeout for the whole VM run")
 	keep := fs.Bool("keep", false, "keep the work directory with binaries and logs")
-	cpuprofile := fs.Bool("cpuprofile", false, "write each test binary's CPU profile (go test -cpuprofile) to BIN.cpu.prof in the work directory, which is kept (go tool pprof BIN BIN.cpu.prof)")
+	cpuprofile := fs.Bool("cpuprofile", false, "write each test binary's CPU profile (go test -cpuprofile) to BIN.cpu.prof in the work directory, which is kept (go tool pprof BIN BIN.cpu.prof), and each sqm process it runs as itself (the lab's autorate daemon) to BIN.child.PID.cpu.prof")
 	benchRe := fs.String("bench", "", "also run the BenchmarkVM benchmarks matching this `regex` (\".\" for all)")
 	benchtime := fs.String("benchtime", "", "benchmark `time` or count (go test's -benchtime: 2s, 100x)")
 	var env envList
@@ -390,8 +390,14 @@ func runScript(pkgs []*pkg, timeout time.Duration, benchtime string, cpuprofile 
 		if cpuprofile {
 			extra += " -test.cpuprofile $O/" + p.Bin + ".cpu.prof"
 		}
-		fmt.Fprintf(&b, "{ $O/%s -test.v -test.run %s%s -test.timeout %s 2>&1; echo $? > $O/%s.rc; } | tee $O/%s.log\n",
-			p.Bin, q(p.Pattern), extra, timeout, p.Bin, p.Bin)
+		env := ""
+		if cpuprofile {
+			// the sqm processes the test binary runs as itself
+			// (clitest.ChildProfile; the lab's autorate daemon)
+			env = "SQM_TEST_CPUPROFILE=$O/" + p.Bin + ".child "
+		}
+		fmt.Fprintf(&b, "{ %s$O/%s -test.v -test.run %s%s -test.timeout %s 2>&1; echo $? > $O/%s.rc; } | tee $O/%s.log\n",
+			env, p.Bin, q(p.Pattern), extra, timeout, p.Bin, p.Bin)
 		fmt.Fprintf(&b, "echo \"%s%s $(cat $O/%s.rc) $(( ($(date +%%s%%N) - s) / 1000000 ))\"\n", markEnd, p.ImportPath, p.Bin)
 	}
 	return b.String()
