@@ -609,7 +609,7 @@ const rateSampleEvery = 100 * time.Millisecond
 func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 	defer close(s.done)
 	perSec := int(time.Second / rateSampleEvery)
-	n := int((d + time.Second - 1) / time.Second) * perSec
+	n := int((d+time.Second-1)/time.Second) * perSec
 	last := [2]uint64{s.q.Download * 1000, s.q.Upload * 1000}
 	for i := 0; i < n; i++ {
 		if w := time.Until(t0.Add(time.Duration(i) * rateSampleEvery)); w > 0 {
