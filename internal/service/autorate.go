@@ -135,7 +135,13 @@ func (s *Store) saveAutorate(st *AutorateStatus) error {
 	if err := checkIfaceName(st.Interface); err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	return s.writeJSON(s.autoratePath(st.Interface), st)
+	// Compact and not synced: it is rewritten at every rate change (a few
+	// times a second under load) and each tick of the daemon's second.
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("state: encode %s: %w", s.autoratePath(st.Interface), err)
+	}
+	return s.writeFile(s.autoratePath(st.Interface), append(b, '\n'), false)
 }
 
 func (s *Store) removeAutorate(iface string) {

@@ -139,20 +139,28 @@ func (s *Store) Save(st *State) error {
 }
 
 func (s *Store) writeJSON(path string, v any) error {
-	if err := EnsureStateDir(s.Dir); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("state: encode %s: %w", path, err)
+	}
+	return s.writeFile(path, append(b, '\n'), true)
+}
+
+// writeFile replaces path with b: a temporary file renamed over it, so a
+// reader sees the old file or the new one, never part of one. durable
+// syncs it first, for state a crash must not lose; a status the daemon
+// rewrites several times a second (IFACE.autorate.json) needs no sync.
+func (s *Store) writeFile(path string, b []byte, durable bool) error {
+	if err := EnsureStateDir(s.Dir); err != nil {
+		return err
 	}
 	f, err := os.CreateTemp(s.Dir, ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("state: write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
+	_, err = f.Write(b)
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
