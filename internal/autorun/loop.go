@@ -77,13 +77,6 @@ type Config struct {
 	// interval (default the package's IdleTick; never faster than the
 	// controller's ProbeInterval).
 	IdleTick time.Duration
-	// AccountCPU locks the loop's and the prober's goroutines to their
-	// own OS threads, so that the kernel's per-thread accounting is
-	// autorate's CPU (Status.CPUSeconds; the lab reports it). Every
-	// wake-up of a locked goroutine then hands the runtime's P to its
-	// thread and back (a futex wake-up each way), which the daemon, not
-	// reporting it, does without.
-	AccountCPU bool
 }
 
 // Loop is one running autorate. Step and Status may be called from
@@ -125,10 +118,6 @@ type Status struct {
 	SetErrors   uint64 // rate changes the kernel refused
 	Dropped     uint64 // samples dropped because the loop fell behind
 	Ticks       uint64
-	// CPUSeconds is the kernel's accounting of the loop's and the
-	// prober's threads (see Run), LoopCPU and ProberCPU each's; 0 until
-	// Run returns.
-	CPUSeconds, LoopCPU, ProberCPU float64
 }
 
 // MaxReasons bounds autorate.Reason values counted in Decisions.
@@ -463,32 +452,15 @@ func (l *Loop) Status(st *Status) {
 }
 
 // Run ticks the loop every Interval and runs the prober until ctx ends,
-// then puts the base rates back (the tree as it was applied); with
-// Config.AccountCPU the loop's goroutine and the prober's each hold their
-// OS thread, so that the kernel's per-thread accounting (RUSAGE_THREAD) is
-// the CPU autorate costs, which Status.CPUSeconds reports when Run
-// returns. A
-// prober that fails puts the rates back at their bases and ends Run with
-// its error: the queue stays shaped.
+// then puts the base rates back (the tree as it was applied). A prober
+// that fails puts the rates back at their bases and ends Run with its
+// error: the queue stays shaped.
 func (l *Loop) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	origin := time.Now()
-	type result struct {
-		err error
-		cpu float64
-	}
-	pdone := make(chan result, 1)
-	lock := lockThread
-	if !l.cfg.AccountCPU {
-		lock = func() func() float64 { return func() float64 { return 0 } }
-	}
-	go func() {
-		cpu := lock()
-		err := l.cfg.Prober.Run(ctx, l.Emit)
-		pdone <- result{err, cpu()}
-	}()
-	cpu := lock()
+	pdone := make(chan error, 1)
+	go func() { pdone <- l.cfg.Prober.Run(ctx, l.Emit) }()
 	every := l.Interval()
 	tk := time.NewTicker(every)
 	defer tk.Stop()
@@ -498,8 +470,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			running = false
-		case r := <-pdone:
-			l.addCPU(r.cpu, false)
+		case err := <-pdone:
 			pdone = nil
 			running = false
 			if ctx.Err() != nil {
@@ -507,7 +478,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				// both ready, select picks either
 				break
 			}
-			perr = r.err
+			perr = err
 			if perr == nil {
 				perr = errors.New("probes stopped")
 			}
@@ -525,24 +496,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.base() // stopped: leave the tree as it was applied
 	}
 	if pdone != nil {
-		r := <-pdone
-		l.addCPU(r.cpu, false)
+		<-pdone
 	}
-	l.addCPU(cpu(), true)
 	l.setStatus(func(s *Status) { s.Running = false })
 	if perr != nil {
 		return errors.New("autorate " + l.cfg.Name + ": " + perr.Error())
 	}
 	return nil
-}
-
-func (l *Loop) addCPU(s float64, loop bool) {
-	l.setStatus(func(st *Status) {
-		st.CPUSeconds += s
-		if loop {
-			st.LoopCPU += s
-		} else {
-			st.ProberCPU += s
-		}
-	})
 }
