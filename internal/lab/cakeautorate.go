@@ -190,6 +190,9 @@ func (c *cakeAutorate) Stop() (ControlStats, error) {
 	st := ControlStats{}
 	if ps := c.cmd.ProcessState; ps != nil {
 		st.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			st.MaxRSSKB = int64(ru.Maxrss)
+		}
 	}
 	n, err := countCakeChanges(filepath.Join(c.work, "cake-autorate.lab.log"))
 	if err != nil {

@@ -4,9 +4,10 @@
 // cake-autorate from a checkout it is given, and prints one table per
 // trace: induced one-way delay p50/p95/p99 per direction (the lab's
 // ground-truth probes, which no controller sees), utilisation (goodput /
-// trace capacity), rate changes per minute and the controller's CPU
-// seconds (the kernel's accounting: sqm's loop and prober threads;
-// cake-autorate's bash and everything it waited for).
+// trace capacity), rate changes per minute, and the controller's CPU
+// seconds and peak RSS as the kernel accounted them (wait4 of the
+// controller's process: `sqm daemon`, whole; cake-autorate's bash and
+// everything it waited for).
 //
 // It is a bench (make bench-autorate CAKE_AUTORATE=DIR [MAHIMAHI=DIR]),
 // not a test: each run boots the VM and loads the link for the trace's
@@ -227,7 +228,7 @@ func printTable(w io.Writer, name string, runs []run) {
 	}
 	tr := runs[0].rep.Trace.Down
 	fmt.Fprintf(w, "%s (%s, %.0f s, mean %.2f Mbit/s; run %.0f s)\n", name, tr.File, tr.Seconds, tr.MeanMbps, runs[0].rep.DurationS)
-	fmt.Fprintf(w, "%-14s %27s %27s %8s %8s %8s %8s\n", "controller", "induced down p50/p95/p99 ms", "induced up p50/p95/p99 ms", "util dn", "util up", "chg/min", "cpu s")
+	fmt.Fprintf(w, "%-14s %27s %27s %8s %8s %8s %8s %7s\n", "controller", "induced down p50/p95/p99 ms", "induced up p50/p95/p99 ms", "util dn", "util up", "chg/min", "cpu s", "rss MB")
 	best := -1
 	for i, r := range runs {
 		if !strings.HasPrefix(r.controller, "fixed-") {
@@ -255,10 +256,14 @@ func printTable(w io.Writer, name string, runs []run) {
 		if d := r.rep.DurationS; d > 0 {
 			perMin = float64(c.RateChanges) / d * 60
 		}
-		fmt.Fprintf(w, "%-14s %27s %27s %8.3f %8.3f %8.1f %8.2f%s\n", r.controller,
+		rss := "-"
+		if c.MaxRSSKB > 0 {
+			rss = fmt.Sprintf("%.1f", float64(c.MaxRSSKB)/1024)
+		}
+		fmt.Fprintf(w, "%-14s %27s %27s %8.3f %8.3f %8.1f %8.2f %7s%s\n", r.controller,
 			fmt.Sprintf("%.1f / %.1f / %.1f", c.InducedOWDMs.Down.P50, c.InducedOWDMs.Down.P95, c.InducedOWDMs.Down.P99),
 			fmt.Sprintf("%.1f / %.1f / %.1f", c.InducedOWDMs.Up.P50, c.InducedOWDMs.Up.P95, c.InducedOWDMs.Up.P99),
-			c.Utilisation.Down, c.Utilisation.Up, perMin, c.CPUSeconds, mark)
+			c.Utilisation.Down, c.Utilisation.Up, perMin, c.CPUSeconds, rss, mark)
 	}
 	fmt.Fprintln(w)
 }
