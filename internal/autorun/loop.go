@@ -106,6 +106,7 @@ type Loop struct {
 // Status is what status pages and metrics show of a loop.
 type Status struct {
 	Running  bool   // the loop is ticking
+	Idle     bool   // the controller says idle: ticks at IdleTick, probes at its idle interval
 	Fallback bool   // at the base rates: no reflector answered for FallbackAfter
 	Err      string // why the loop stopped or fell back ("" while fine)
 	Dir      [2]DirStatus
@@ -327,6 +328,7 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	defer l.mu.Unlock()
 	s := &l.status
 	s.Running = true
+	s.Idle = out.ProbeIdle
 	s.Ticks++
 	s.Dropped += dropped
 	for d := range s.Dir {

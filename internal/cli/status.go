@@ -418,7 +418,11 @@ func printAutorate(w io.Writer, a *service.AutorateStatus, now time.Time) {
 	case a.Fallback:
 		fmt.Fprintf(w, "  autorate: FALLBACK: %s\n", a.Error)
 	default:
-		fmt.Fprintf(w, "  autorate: running (daemon pid %d, %d rate changes, updated %s ago)\n", a.PID, a.RateChanges, now.Sub(a.UpdatedAt).Round(100*time.Millisecond))
+		state := "running"
+		if a.Idle {
+			state = "idle, probing slowly"
+		}
+		fmt.Fprintf(w, "  autorate: %s (daemon pid %d, %d rate changes, updated %s ago)\n", state, a.PID, a.RateChanges, now.Sub(a.UpdatedAt).Round(100*time.Millisecond))
 	}
 	for _, d := range []struct {
 		name string

@@ -404,6 +404,13 @@ func TestStatusAutorate(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
+	rep.Devices[0].Autorate.Idle = true
+	b.Reset()
+	printStatus(&b, rep, store.Dir, now)
+	if !strings.Contains(b.String(), "autorate: idle, probing slowly (daemon pid 42, 7 rate changes, updated 300ms ago)") {
+		t.Errorf("an idle link's status:\n%s", b.String())
+	}
+	rep.Devices[0].Autorate.Idle = false
 	b.Reset()
 	printStatus(&b, rep, store.Dir, now.Add(time.Minute))
 	if !strings.Contains(b.String(), "autorate: STALE: daemon pid 42 last updated it 1m0s ago") {

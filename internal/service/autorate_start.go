@@ -83,7 +83,7 @@ func (r *autorunRunner) Status() AutorateStatus {
 }
 
 func autorateStatus(s *autorun.Status) AutorateStatus {
-	out := AutorateStatus{Running: s.Running, Fallback: s.Fallback, Error: s.Err, RateChanges: s.RateChanges,
+	out := AutorateStatus{Running: s.Running, Idle: s.Idle, Fallback: s.Fallback, Error: s.Err, RateChanges: s.RateChanges,
 		SetErrors: s.SetErrors, Ticks: s.Ticks, Reflectors: make([]AutorateReflector, 0, len(s.Reflectors))}
 	for d := range s.Dir {
 		ds := &s.Dir[d]

@@ -229,3 +229,23 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 		t.Errorf("%d applies", n)
 	}
 }
+
+func TestStatusDue(t *testing.T) {
+	for _, tt := range []struct {
+		changed, running, idle bool
+		since                  time.Duration
+		want                   bool
+	}{
+		{false, true, false, time.Second, true},          // loaded: every tick
+		{false, true, true, time.Second, false},          // idle: not yet
+		{false, true, true, 2 * time.Second, false},      // idle: not yet
+		{false, true, true, statusIdleEvery, true},       // idle: due
+		{true, true, true, 100 * time.Millisecond, true}, // a rate change: at once
+		{false, false, true, time.Second, true},          // stopped: its last word
+	} {
+		s := AutorateStatus{Running: tt.running, Idle: tt.idle}
+		if got := statusDue(tt.changed, &s, tt.since); got != tt.want {
+			t.Errorf("changed %v running %v idle %v, %v since the last write: due %v, want %v", tt.changed, tt.running, tt.idle, tt.since, got, tt.want)
+		}
+	}
+}
