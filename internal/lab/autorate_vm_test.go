@@ -147,7 +147,7 @@ type stepRun struct {
 func (r *stepRun) rate(at time.Duration) uint64 {
 	v := r.base[autorate.Down]
 	for _, c := range r.log {
-		if c.dir == autorate.Down && c.at.Sub(r.rep.t0) <= at {
+		if c.dir == int(autorate.Down) && c.at.Sub(r.rep.t0) <= at {
 			v = c.bits
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/florianl/go-tc"
 
-	"sqm/internal/autorate"
 	"sqm/internal/bloat"
 	"sqm/internal/config"
 	"sqm/internal/netns"
@@ -594,10 +593,12 @@ type rateSampler struct {
 	done     chan struct{}
 }
 
-// rateChange is a shaping rate seen first at at.
+// rateChange is a shaping rate seen first at at. dir is 0 for the
+// download, 1 for the upload (autorate.Down, Up: this file is also in
+// the build without autorate).
 type rateChange struct {
 	at   time.Time
-	dir  autorate.Dir
+	dir  int
 	bits uint64
 }
 
@@ -631,7 +632,7 @@ func (s *rateSampler) run(ctx context.Context, t0 time.Time, d time.Duration) {
 		s.mu.Lock()
 		for d := range now {
 			if now[d] != last[d] {
-				s.log = append(s.log, rateChange{at: at, dir: autorate.Dir(d), bits: now[d]})
+				s.log = append(s.log, rateChange{at: at, dir: d, bits: now[d]})
 				last[d] = now[d]
 			}
 		}
