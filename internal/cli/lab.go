@@ -60,10 +60,12 @@ directions at once (rrul) for --duration (default: the longer trace), with
 ground-truth UDP probes each way that no controller sees, and reports the
 induced one-way delay (p50/p95/p99), utilisation (goodput / capacity) and,
 second by second in --json, capacity, shaping rate, goodput and delay.
-Shaping is fixed (the shaping flags) unless --autorate is given, or
+Shaping is fixed (the shaping flags) unless --autorate is given (sqm's own
+daemon, run in the router namespace as a router runs it), or
 --cake-autorate DIR, which runs lynxthecat/cake-autorate from a checkout in
 the router namespace with the same rate ranges and reflector, so that the
-two controllers compare on one trace. --no-load leaves the link idle (the
+two controllers compare on one trace (cpu_seconds and max_rss_kb: the
+controller's process, as the kernel accounted it). --no-load leaves the link idle (the
 controller's cost when nothing is sent: cpu_seconds); --icmp-ahead gives
 ICMP its own queue ahead of the modem's FIFO, both ways, as some ISPs
 treat ICMP apart, so that pings no longer see the bloat.
