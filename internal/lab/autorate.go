@@ -151,28 +151,16 @@ func (a *sqmAutorate) start(ctx context.Context, env ControlEnv, q *config.Queue
 		a.done <- err
 	}()
 	store := service.Store{Dir: state}
-	for deadline := time.Now().Add(daemonStartTimeout); ; {
+	return waitStarted(ctx, "sqm daemon", a.done, daemonStartTimeout, func() (bool, error) {
 		st, err := store.Autorate(a.iface)
 		switch {
 		case err != nil:
-			return fmt.Errorf("sqm daemon's autorate status: %w", err)
-		case st != nil && st.Running:
-			return nil
-		case st != nil && st.Error != "":
-			return fmt.Errorf("sqm daemon's autorate did not start: %s", st.Error)
+			return false, fmt.Errorf("sqm daemon's autorate status: %w", err)
+		case st != nil && st.Error != "" && !st.Running:
+			return false, fmt.Errorf("sqm daemon's autorate did not start: %s", st.Error)
 		}
-		select {
-		case err := <-a.done:
-			a.done <- err
-			return fmt.Errorf("sqm daemon exited at start (%v): %s", err, a.tail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sqm daemon's autorate not running after %v: %s", daemonStartTimeout, a.tail())
-		}
-	}
+		return st != nil && st.Running, nil
+	}, a.tail)
 }
 
 // tail is the end of the daemon's log, for an error.
@@ -208,27 +196,11 @@ func (a *sqmAutorate) Stop() (ControlStats, error) {
 		a.cmd = nil
 	}()
 	st, serr := (&service.Store{Dir: filepath.Join(a.work, "state")}).Autorate(a.iface)
-	pid := a.cmd.Process.Pid
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	var werr error
-	select {
-	case werr = <-a.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		werr = <-a.done
-		if werr == nil {
-			werr = errors.New("killed: not ended 20 s after SIGTERM")
-		}
+	cs, werr, killed := endProcess(a.cmd, a.done)
+	if killed && werr == nil {
+		werr = errors.New("killed: not ended 20 s after SIGTERM")
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL) // what outlived it
 	<-a.logDone
-	var cs ControlStats
-	if ps := a.cmd.ProcessState; ps != nil {
-		cs.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			cs.MaxRSSKB = int64(ru.Maxrss)
-		}
-	}
 	switch {
 	case werr != nil:
 		return cs, fmt.Errorf("sqm daemon: %v: %s", werr, a.tail())

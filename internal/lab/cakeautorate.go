@@ -134,22 +134,10 @@ func (c *cakeAutorate) start(ctx context.Context, env ControlEnv, a *plan.Autora
 	// Ready when its main loop has written its process list (run_path's
 	// proc_pids); a bash this size takes seconds to start on a slow CPU.
 	pids := "/var/run/cake-autorate/lab/proc_pids"
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := os.Stat(pids); err == nil {
-			return nil
-		}
-		select {
-		case err := <-c.done:
-			c.done <- err
-			return fmt.Errorf("cake-autorate exited at start (%v): %s", err, c.tail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cake-autorate not running after 30 s (no %s): %s", pids, c.tail())
-		}
-	}
+	return waitStarted(ctx, "cake-autorate", c.done, 30*time.Second, func() (bool, error) {
+		_, err := os.Stat(pids)
+		return err == nil, nil
+	}, func() string { return "(no " + pids + ") " + c.tail() })
 }
 
 // tail is the end of its log and output, for an error.
@@ -177,23 +165,7 @@ func (c *cakeAutorate) Stop() (ControlStats, error) {
 		os.RemoveAll(c.work)
 		c.cmd = nil
 	}()
-	pgid := c.cmd.Process.Pid
-	_ = syscall.Kill(pgid, syscall.SIGTERM)
-	var werr error
-	select {
-	case werr = <-c.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		werr = <-c.done
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // what outlived it
-	st := ControlStats{}
-	if ps := c.cmd.ProcessState; ps != nil {
-		st.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			st.MaxRSSKB = int64(ru.Maxrss)
-		}
-	}
+	st, werr, _ := endProcess(c.cmd, c.done)
 	n, err := countCakeChanges(filepath.Join(c.work, "cake-autorate.lab.log"))
 	if err != nil {
 		return st, fmt.Errorf("cake-autorate's log: %w (%s)", err, c.tail())
