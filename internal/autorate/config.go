@@ -45,6 +45,37 @@ type DirConfig struct {
 	Packet uint32
 }
 
+// targetPackets is how many full-size packet times at the current rate the
+// delay target is at least (TargetAt).
+const targetPackets = 3
+
+// TargetAt is the delay target in force at rate (bits/s): Target, or
+// targetPackets full-size packet times at that rate where that is longer.
+// With nothing queued anywhere a probe still waits for the packet being
+// sent in sqm's own shaper and the one in the modem, and, for a round
+// trip, one on the way back: at 1.3 Mbit/s each is 9 ms, so a 15 ms
+// target there reads packets as a queue, and each such cut (remembered as
+// a failed rate) held the VM's 2 Mbit/s step at 1.1-1.3 Mbit/s. It is
+// sqm-scripts' fq_codel target autotuning (no target below one MTU's
+// serialisation) applied to the controller's own target.
+func (dc *DirConfig) TargetAt(rate uint64) time.Duration {
+	t := dc.Target
+	if t == 0 {
+		t = DefaultTarget
+	}
+	if rate == 0 {
+		return t
+	}
+	pkt := uint64(dc.Packet)
+	if pkt == 0 {
+		pkt = defaultPacket
+	}
+	if p := time.Duration(targetPackets * pkt * 8 * uint64(time.Second) / rate); p > t {
+		return p
+	}
+	return t
+}
+
 // Kind is how a reflector is probed. Reflectors of one kind share a fate
 // (an ISP that prioritises or deprioritises ICMP does it to all of them), so
 // the statistic across reflectors is taken per kind, then the worst kind wins.
@@ -121,6 +152,7 @@ const (
 	DefaultTarget = 15 * time.Millisecond
 	MaxReflectors = 32
 	minRate       = 8000 // 8 kbit/s: below this cake and htb round to nothing
+	defaultPacket = 1514 // an Ethernet frame of MTU 1500
 )
 
 // DefaultConfig is a configuration for the given per-direction bounds with
@@ -137,7 +169,7 @@ func (c Config) WithDefaults() Config {
 			c.Dir[d].Target = DefaultTarget
 		}
 		if c.Dir[d].Packet == 0 {
-			c.Dir[d].Packet = 1514
+			c.Dir[d].Packet = defaultPacket
 		}
 	}
 	setDur(&c.ProbeInterval, 100*time.Millisecond)

@@ -335,7 +335,7 @@ func (s *sim) window(from, to time.Duration) []record {
 func (s *sim) recovery(d autorate.Dir, at, limit, target time.Duration) time.Duration {
 	over := false
 	for _, r := range s.window(at, at+limit) {
-		if r.delay[d] > target {
+		if r.delay[d] > s.targetAt(d, r, target) {
 			over = true
 		} else if over && r.delay[d] >= 0 {
 			return r.t - at
@@ -358,6 +358,15 @@ func (s *sim) reach(d autorate.Dir, at, limit time.Duration, frac float64) time.
 	return limit + time.Millisecond
 }
 
+// targetAt is the target the controller holds d to at r's rate: target,
+// or longer at rates where a few full-size packets take longer
+// (autorate.DirConfig.TargetAt).
+func (s *sim) targetAt(d autorate.Dir, r record, target time.Duration) time.Duration {
+	dc := s.ctrl.Config().Dir[d]
+	dc.Target = target
+	return dc.TargetAt(uint64(r.rate[d]))
+}
+
 // overShare is the share of records in [from, to) with the ground-truth
 // delay of d over target (stall records skipped), and the p99 delay.
 func (s *sim) overShare(d autorate.Dir, from, to, target time.Duration) (float64, time.Duration) {
@@ -368,7 +377,7 @@ func (s *sim) overShare(d autorate.Dir, from, to, target time.Duration) (float64
 			continue
 		}
 		ds = append(ds, r.delay[d])
-		if r.delay[d] > target {
+		if r.delay[d] > s.targetAt(d, r, target) {
 			over++
 		}
 	}

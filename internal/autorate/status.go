@@ -53,7 +53,7 @@ func (c *Controller) Status(st *Status) {
 		s := &c.dir[d]
 		st.Dir[d] = DirStatus{
 			Rate: s.rate, Achieved: s.achieved, Load: s.util, Delay: s.q, HaveDelay: s.haveQ,
-			Target: c.cfg.Dir[d].Target, Reason: s.reason, Changed: s.last, ChangedAt: s.lastAt,
+			Target: c.cfg.Dir[d].TargetAt(s.rate), Reason: s.reason, Changed: s.last, ChangedAt: s.lastAt,
 			Failed: s.failed, Held: s.held, Queueing: s.queueing,
 			Slope: s.slope, PostSlope: s.postSlope, PostN: s.postN, Age: s.age, Episode: s.episode,
 		}
