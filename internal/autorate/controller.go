@@ -153,12 +153,12 @@ type direction struct {
 	// the increase slowed near cutCap: estimated through a burst or
 	// TCP's slow start it sat far below the capacity, and the climb
 	// crawled at CarefulPerSec there.
-	failed    uint64
-	failedAt  time.Duration
-	cutCap    float64
-	passed    uint64 // a failure the rate went past without a queue, until 1.15x it
-	held      uint64
-	heldAt    time.Duration
+	failed   uint64
+	failedAt time.Duration
+	cutCap   float64
+	passed   uint64 // a failure the rate went past without a queue, until 1.15x it
+	held     uint64
+	heldAt   time.Duration
 	// flatSince is when the increases began to run at full speed with
 	// the delay under a quarter of the target (never: they do not): the
 	// longer the link has shown room, the faster the rate climbs
