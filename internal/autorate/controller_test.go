@@ -616,3 +616,31 @@ func TestSeeds(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadStart: a load begins after a quiet minute on a link whose
+// capacity (10 Mbit/s) is half the base rate (the rate drifted back to the
+// base while quiet): the delay is under target within 1.5 s, and the rate
+// then holds near the capacity. The download's shaper sees the bottleneck
+// below it at once; the upload's is judged by the probes' slopes.
+func TestLoadStart(t *testing.T) {
+	const start = 60 * sec
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				s := link(d, constant(10*mbit), udpReflectors(4), tk)
+				s.dir[d].demand = steps([]time.Duration{0, start}, []float64{0.5 * mbit, math.Inf(1)})
+				s.run(start + 20*sec)
+				rec := s.recovery(d, start, 5*sec, target)
+				over, p99 := s.overShare(d, start+2*sec, start+20*sec, target)
+				u := s.utilisation(d, start+2*sec, start+20*sec)
+				t.Logf("under target %v after the load began; then over target %.1f%%, p99 %v, utilisation %.3f", rec, 100*over, p99.Round(100*time.Microsecond), u)
+				if rec > 1500*ms {
+					t.Errorf("delay back under target %v after the load began, want <= 1.5s", rec)
+				}
+				if over > 0.10 || u < 0.85 {
+					t.Errorf("after: over target %.1f%%, utilisation %.3f; want <= 10%%, >= 0.85", 100*over, u)
+				}
+			})
+		}
+	}
+}
