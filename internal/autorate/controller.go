@@ -143,10 +143,14 @@ type direction struct {
 	capEst    float64 // capacity from the probes' slopes (0: none)
 	planned   float64 // where the last cut aimed (before the step bound)
 	queueing  bool
-	haveQueue bool
-	lastInc   time.Duration
-	lastDec   time.Duration
-	lastDrft  time.Duration
+	// backlogged: the shaper holds more than a packet or dropped in this
+	// tick: traffic reaches it faster than its rate now. queueing also
+	// counts cake's average delay, which lags a change by many ticks.
+	backlogged bool
+	haveQueue  bool
+	lastInc    time.Duration
+	lastDec    time.Duration
+	lastDrft   time.Duration
 	// failed is the rate in force when the delay last said it was too
 	// high (the increase slows near it); cutCap the capacity the last cut
 	// estimated (the episode's recuts compare with it). Until 2026-12-06
@@ -159,6 +163,11 @@ type direction struct {
 	passed   uint64 // a failure the rate went past without a queue, until 1.15x it
 	held     uint64
 	heldAt   time.Duration
+	// lightAt is the latest tick the direction was lightly loaded with
+	// the delay under target (a stall, or the drain after one, is light
+	// too, but without replies or over target): the increase waits
+	// loadSettle after it.
+	lightAt time.Duration
 	// flatSince is when the increases began to run at full speed with
 	// the delay under a quarter of the target (never: they do not): the
 	// longer the link has shown room, the faster the rate climbs
@@ -307,7 +316,7 @@ func (c *Controller) start(now time.Duration, in *Input) {
 		s.prevDrop = in.Shaper[d].Drops + in.Shaper[d].Marks
 		s.hist[0] = histEntry{t: now, rate: s.rate}
 		s.nhist = 1
-		s.lastInc, s.lastDrft, s.lastAt = now, now, now
+		s.lastInc, s.lastDrft, s.lastAt, s.lightAt = now, now, now, now
 		s.lastDec, s.failedAt, s.heldAt, s.standSince, s.flatSince = never, never, never, never, never
 		c.out.Dir[d] = DirOutput{Rate: s.rate, Changed: true, Reason: ReasonStart}
 	}
@@ -434,6 +443,7 @@ func (c *Controller) measure(d Dir, now time.Duration, sh *Shaper) {
 	dm := sh.Drops + sh.Marks
 	s.haveQueue = sh.HaveQueue
 	s.queueing = sh.HaveQueue && (sh.Backlog > 0 || dm > s.prevDrop || sh.Delay >= time.Millisecond)
+	s.backlogged = sh.HaveQueue && (sh.Backlog >= 2*c.cfg.Dir[d].Packet || dm > s.prevDrop)
 	s.prevDrop = dm
 	s.hist[s.nhist%histLen] = histEntry{t: now, bytes: s.bytes}
 	s.nhist++
@@ -760,6 +770,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	}
 	if s.haveQ && s.q <= target {
 		s.episode = false
+		if s.util < cfg.LoadLight {
+			s.lightAt = now
+		}
 	}
 	// early is the rise the cuts judge (over the target, and a third of it
 	// and growing). When a shaper queues and sends what it was set to over
@@ -828,14 +841,15 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			// does; the replies still on their way say nothing of it.
 			a = 0
 		}
-		// What the shaper sends tells the capacity only when it is not
-		// itself the bottleneck: cake empty while loaded (or, where the
-		// shaper gives no queue statistics, well below its rate). A
-		// queueing cake that sends below its rate over the window is
-		// traffic still ramping up (TCP's slow start) or bursts: taken as
-		// the capacity, a load's start in the VM cut 7.2 Mbit/s on an 8
-		// Mbit/s link to 2.9 (docs/autorate.md, "Limits").
-		if a > 0 && ((s.bottleneckBelow() && a < 0.99*r) || (!s.haveQueue && a < 0.95*r)) {
+		// What the shaper sends tells the capacity when it is not itself
+		// the bottleneck: cake empty while loaded, or well below its rate
+		// with nothing backlogged now (cake's average delay still
+		// remembers the queue before a capacity fell). A backlogged cake
+		// that sent below its rate over the window is traffic still
+		// ramping up (TCP's slow start) or bursts: taken as the capacity,
+		// a load's start in the VM cut 7.2 Mbit/s on an 8 Mbit/s link to
+		// 2.9 (docs/autorate.md, "Utilisation").
+		if a > 0 && ((s.bottleneckBelow() && a < 0.99*r) || (!s.backlogged && a < 0.95*r)) {
 			capEst, in = a, r
 			if s.bottleneckBelow() {
 				why = ReasonBottleneckBelow
@@ -849,6 +863,17 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				if s.slope > 0 {
 					capEst = r / (1 + s.slope)
 				}
+			}
+			if d == Down && a > capEst {
+				// The download's shaper comes after the modem: all it
+				// sent came through the modem, so the capacity is at
+				// least that. The slopes assume the queue is fed at our
+				// rate, which holds for the upload; the download's
+				// sender bursts above it (TCP's slow start, the upload's
+				// ACKs bunched), and at a load's start in the VM the
+				// slopes read 4 Mbit/s on an 8 Mbit/s link that had just
+				// carried 6.8: the cut went to 2.5.
+				capEst = a
 			}
 		}
 		if s.episode {
@@ -937,6 +962,15 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	case loaded:
 		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
 			flat = s.flatSince != never
+			break
+		}
+		if now-s.lightAt < loadSettle {
+			// A load's first moments: the senders ramp up (TCP's slow
+			// start), and neither the utilisation nor the delay shows
+			// yet where the link ends. Probing up then ran the VM's
+			// 7.2 Mbit/s to 9.2 on an 8 Mbit/s link in 100 ms, just as
+			// the slow start's burst came: 378 ms of delay, a cut to
+			// 2.6, and a p95 over the test's bound.
 			break
 		}
 		if s.slope > growing && s.q > 0 {
@@ -1074,6 +1108,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	}
 	c.out.Dir[d] = DirOutput{Rate: nr, Changed: changed, Reason: reason}
 }
+
+// loadSettle is how long after a direction was last lightly loaded the
+// rate starts probing up.
+const loadSettle = time.Second
 
 // accelerate is the increase's speed-up after the delay has stayed under a
 // quarter of the target, with no failure near, for flat: from 1x, by 1x per

@@ -644,3 +644,34 @@ func TestLoadStart(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleBeforeProbing: a load begins after a quiet minute on a link
+// with twice the base rate's capacity. In its first second the rate is not
+// raised (loadSettle: the senders' slow start is still coming, and in the
+// VM probing up then overshot into it); it still reaches 90 % of the
+// capacity within 3 s.
+func TestSettleBeforeProbing(t *testing.T) {
+	const start = 60 * sec
+	for _, d := range dirs {
+		for _, tk := range ticks {
+			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
+				s := link(d, constant(40*mbit), udpReflectors(4), tk)
+				s.dir[d].demand = steps([]time.Duration{0, start}, []float64{0.5 * mbit, math.Inf(1)})
+				s.run(start + 10*sec)
+				before := s.window(start-10*ms, start)[0].rate[d]
+				var most float64
+				for _, r := range s.window(start, start+900*ms) {
+					most = math.Max(most, r.rate[d])
+				}
+				reach := s.reach(d, start, 10*sec, 0.9)
+				t.Logf("rate %.2f Mbit/s at the load's start, at most %.2f in its first 0.9 s; 90 %% of the capacity after %v", before/mbit, most/mbit, reach)
+				if most > before {
+					t.Errorf("rate raised to %.2f Mbit/s within 0.9 s of the load's start (from %.2f)", most/mbit, before/mbit)
+				}
+				if reach > 3*sec {
+					t.Errorf("90 %% of the capacity %v after the load began, want <= 3s", reach)
+				}
+			})
+		}
+	}
+}
