@@ -151,12 +151,12 @@ type direction struct {
 	lastInc    time.Duration
 	lastDec    time.Duration
 	lastDrft   time.Duration
-	// failed is the rate in force when the delay last said it was too
-	// high (the increase slows near it); cutCap the capacity the last cut
-	// estimated (the episode's recuts compare with it). Until 2026-12-06
-	// the increase slowed near cutCap: estimated through a burst or
-	// TCP's slow start it sat far below the capacity, and the climb
-	// crawled at CarefulPerSec there.
+	// failed is where the increase slows, after a cut: the capacity the
+	// cut estimated, but at least 90 % of the rate it cut from (a standing
+	// queue's trim: that rate); cutCap is the estimate itself (the
+	// episode's recuts compare with it). Until 2026-12-06 failed was the
+	// estimate alone: taken through a burst or TCP's slow start it sat far
+	// below the capacity, and the climb crawled at CarefulPerSec there.
 	failed   uint64
 	failedAt time.Duration
 	cutCap   float64

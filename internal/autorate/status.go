@@ -13,7 +13,7 @@ type DirStatus struct {
 	Reason    Reason        // the last tick's decision
 	Changed   Reason        // the reason of the last rate change
 	ChangedAt time.Duration // when (the Tick's clock)
-	Failed    uint64        // a recent capacity estimate at a cut (0: none remembered)
+	Failed    uint64        // where the increase slows after a recent cut (0: none remembered)
 	Held      uint64        // a recent rate that held loaded with the delay flat (0: none)
 	Queueing  bool          // the shaper queued or dropped in the last tick
 	Slope     float64       // delay growth over the last probes, seconds per second
