@@ -57,23 +57,16 @@ const targetPackets = 3
 // target there reads packets as a queue, and each such cut (remembered as
 // a failed rate) held the VM's 2 Mbit/s step at 1.1-1.3 Mbit/s. It is
 // sqm-scripts' fq_codel target autotuning (no target below one MTU's
-// serialisation) applied to the controller's own target.
+// serialisation) applied to the controller's own target. dc is a
+// configuration after WithDefaults (Controller.Config's).
 func (dc *DirConfig) TargetAt(rate uint64) time.Duration {
-	t := dc.Target
-	if t == 0 {
-		t = DefaultTarget
-	}
 	if rate == 0 {
-		return t
+		return dc.Target
 	}
-	pkt := uint64(dc.Packet)
-	if pkt == 0 {
-		pkt = defaultPacket
-	}
-	if p := time.Duration(targetPackets * pkt * 8 * uint64(time.Second) / rate); p > t {
+	if p := time.Duration(targetPackets * uint64(dc.Packet) * 8 * uint64(time.Second) / rate); p > dc.Target {
 		return p
 	}
-	return t
+	return dc.Target
 }
 
 // Kind is how a reflector is probed. Reflectors of one kind share a fate

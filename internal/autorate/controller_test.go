@@ -617,22 +617,32 @@ func TestSeeds(t *testing.T) {
 	}
 }
 
+// loadAt is when loadAfterQuiet's load begins: after a quiet minute, in
+// which the rate drifted back to the base.
+const loadAt = 60 * sec
+
+// loadAfterQuiet runs d on a link of constant capacity with 0.5 Mbit/s of
+// traffic until loadAt and a greedy load from then, until loadAt+after.
+func loadAfterQuiet(d autorate.Dir, capacity float64, tk, after time.Duration) *sim {
+	s := link(d, constant(capacity), udpReflectors(4), tk)
+	s.dir[d].demand = steps([]time.Duration{0, loadAt}, []float64{0.5 * mbit, math.Inf(1)})
+	s.run(loadAt + after)
+	return s
+}
+
 // TestLoadStart: a load begins after a quiet minute on a link whose
 // capacity (10 Mbit/s) is half the base rate (the rate drifted back to the
 // base while quiet): the delay is under target within 1.5 s, and the rate
 // then holds near the capacity. The download's shaper sees the bottleneck
 // below it at once; the upload's is judged by the probes' slopes.
 func TestLoadStart(t *testing.T) {
-	const start = 60 * sec
 	for _, d := range dirs {
 		for _, tk := range ticks {
 			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
-				s := link(d, constant(10*mbit), udpReflectors(4), tk)
-				s.dir[d].demand = steps([]time.Duration{0, start}, []float64{0.5 * mbit, math.Inf(1)})
-				s.run(start + 20*sec)
-				rec := s.recovery(d, start, 5*sec, target)
-				over, p99 := s.overShare(d, start+2*sec, start+20*sec, target)
-				u := s.utilisation(d, start+2*sec, start+20*sec)
+				s := loadAfterQuiet(d, 10*mbit, tk, 20*sec)
+				rec := s.recovery(d, loadAt, 5*sec, target)
+				over, p99 := s.overShare(d, loadAt+2*sec, loadAt+20*sec, target)
+				u := s.utilisation(d, loadAt+2*sec, loadAt+20*sec)
 				t.Logf("under target %v after the load began; then over target %.1f%%, p99 %v, utilisation %.3f", rec, 100*over, p99.Round(100*time.Microsecond), u)
 				if rec > 1500*ms {
 					t.Errorf("delay back under target %v after the load began, want <= 1.5s", rec)
@@ -651,19 +661,16 @@ func TestLoadStart(t *testing.T) {
 // VM probing up then overshot into it); it still reaches 90 % of the
 // capacity within 3 s.
 func TestSettleBeforeProbing(t *testing.T) {
-	const start = 60 * sec
 	for _, d := range dirs {
 		for _, tk := range ticks {
 			t.Run(d.String()+"/"+tk.String(), func(t *testing.T) {
-				s := link(d, constant(40*mbit), udpReflectors(4), tk)
-				s.dir[d].demand = steps([]time.Duration{0, start}, []float64{0.5 * mbit, math.Inf(1)})
-				s.run(start + 10*sec)
-				before := s.window(start-10*ms, start)[0].rate[d]
+				s := loadAfterQuiet(d, 40*mbit, tk, 10*sec)
+				before := s.window(loadAt-10*ms, loadAt)[0].rate[d]
 				var most float64
-				for _, r := range s.window(start, start+900*ms) {
+				for _, r := range s.window(loadAt, loadAt+900*ms) {
 					most = math.Max(most, r.rate[d])
 				}
-				reach := s.reach(d, start, 10*sec, 0.9)
+				reach := s.reach(d, loadAt, 10*sec, 0.9)
 				t.Logf("rate %.2f Mbit/s at the load's start, at most %.2f in its first 0.9 s; 90 %% of the capacity after %v", before/mbit, most/mbit, reach)
 				if most > before {
 					t.Errorf("rate raised to %.2f Mbit/s within 0.9 s of the load's start (from %.2f)", most/mbit, before/mbit)
