@@ -101,6 +101,7 @@ func main() {
 		noLoad   = flag.Bool("no-load", false, "run the controllers without load (sqm lab --no-load): their cost on an idle link; no fixed sweep")
 		dur      = flag.Duration("duration", 0, "run every trace this long (the trace loops), e.g. 100s for -no-load past the controllers' 60 s idle thresholds; default each trace's own")
 		icmp     = flag.Bool("icmp-ahead", false, "every run with ICMP queued ahead of the modem's FIFO (sqm lab --icmp-ahead): pings do not see the bloat")
+		targets  = flag.String("sqm-targets", "", "besides sqm's default, one sqm run per delay target (autorate_target, ms), comma-separated, e.g. 30 for cake-autorate's own 30 ms threshold")
 	)
 	flag.Parse()
 	want := map[string]bool{}
@@ -135,6 +136,23 @@ func main() {
 			fixedFractions = append(fixedFractions, v)
 		}
 	}
+	// sqmTargets are the extra runs' targets; targetConfig their UCI files.
+	var sqmTargets []string
+	targetConfig := func(t string) string { return filepath.Join(*out, "autorate-"+t+"ms.uci") }
+	if *targets != "" {
+		for _, t := range strings.Split(*targets, ",") {
+			t = strings.TrimSpace(t)
+			if v, err := strconv.Atoi(t); err != nil || v < 1 || v > 1000 {
+				fatalf("-sqm-targets %q: want whole milliseconds, 1 to 1000", t)
+			}
+			sqmTargets = append(sqmTargets, t)
+			if !*judge {
+				if err := os.WriteFile(targetConfig(t), []byte(configText+"\toption autorate_target '"+t+"'\n"), 0o644); err != nil {
+					fatalf("%v", err)
+				}
+			}
+		}
+	}
 	var re *regexp.Regexp
 	if *only != "" {
 		re = regexp.MustCompile(*only)
@@ -164,6 +182,9 @@ func main() {
 		}
 		if want["sqm"] {
 			jobs = append(jobs, job{"sqm-autorate", []string{"--config", cfg, "--autorate"}})
+			for _, t := range sqmTargets {
+				jobs = append(jobs, job{"sqm-autorate-" + t + "ms", []string{"--config", targetConfig(t), "--autorate"}})
+			}
 		}
 		if want["cake"] {
 			jobs = append(jobs, job{"cake-autorate", []string{"--config", cfg, "--cake-autorate", *cake}})
