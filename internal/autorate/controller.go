@@ -173,6 +173,9 @@ type direction struct {
 	// longer the link has shown room, the faster the rate climbs
 	// (accelerate).
 	flatSince time.Duration
+	// calmSince is when the delay last went under half the target
+	// and stayed there (never while it is above)
+	calmSince time.Duration
 	// standSince is when the delay statistic last went above half the
 	// target and stayed there (never: it is below): a standing queue
 	// stands, where jitter crosses the line and falls back.
@@ -317,7 +320,7 @@ func (c *Controller) start(now time.Duration, in *Input) {
 		s.hist[0] = histEntry{t: now, rate: s.rate}
 		s.nhist = 1
 		s.lastInc, s.lastDrft, s.lastAt, s.lightAt = now, now, now, now
-		s.lastDec, s.failedAt, s.heldAt, s.standSince, s.flatSince = never, never, never, never, never
+		s.lastDec, s.failedAt, s.heldAt, s.standSince, s.flatSince, s.calmSince = never, never, never, never, never, never
 		c.out.Dir[d] = DirOutput{Rate: s.rate, Changed: true, Reason: ReasonStart}
 	}
 	c.out.ProbeInterval = c.cfg.ProbeInterval
@@ -768,6 +771,12 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	if s.heldAt != never && now-s.heldAt > cfg.MemoryTTL {
 		s.held, s.heldAt = 0, never
 	}
+	switch {
+	case !s.haveQ || s.qc >= target/2:
+		s.calmSince = never
+	case s.calmSince == never:
+		s.calmSince = now
+	}
 	if s.haveQ && s.q <= target {
 		s.episode = false
 		if s.util < cfg.LoadLight {
@@ -857,6 +866,14 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		} else {
 			in = float64(s.achieved)
 			capEst = s.capEst
+			if d == Down && now-s.lightAt < loadSettle {
+				// A load's start: the queue is the senders' slow
+				// start, fed far above our rate, and the slopes say
+				// nothing of the capacity (in the VM they read 4.8-5.8
+				// Mbit/s on an 8 Mbit/s link). The cut drains what is
+				// seen, from our rate.
+				capEst, known = r, false
+			}
 			if capEst == 0 {
 				known = false
 				capEst = r
@@ -940,7 +957,14 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 			next = lo
 		}
-		s.failed, s.failedAt, s.passed, s.cutCap = uint64(max(capEst, 0.9*r)), now, 0, capEst
+		s.cutCap = capEst
+		if d != Down || now-s.lightAt >= loadSettle {
+			// (a download's cut at a load's start drains the senders'
+			// slow start, not a capacity: remembered as a failed
+			// rate, its careful band held the VM's 8 Mbit/s step at
+			// 6.3-6.7 for 2 s)
+			s.failed, s.failedAt, s.passed = uint64(max(capEst, 0.9*r)), now, 0
+		}
 		s.episode = true
 		s.lastDec = now
 		// the cut goes below the capacity to drain; once drained, 90 %
@@ -1001,6 +1025,16 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		speed := cfg.IncreasePerSec
 		reason = ReasonIncrease
+		if d == Down && s.rate >= max(s.failed, s.passed) && s.backlogged && s.util >= 0.97 &&
+			s.calmSince != never && now-s.calmSince >= staleAfter && (s.lastDec == never || s.lastDec < s.calmSince) {
+			// The download's shaper comes after the modem: backlogged
+			// and sending at its rate, at or past a rate that failed,
+			// with the delay calm, it gets more than that from the
+			// modem. The capacity is above the failure, which was a
+			// burst's (TCP's, in the VM's 2 Mbit/s step: 30-50 ms
+			// spikes at 1.5 Mbit/s) or one the link has since left.
+			s.failed, s.failedAt, s.passed = 0, never, 0
+		}
 		if s.failed != 0 {
 			f := float64(s.failed)
 			if r > 1.03*f {
@@ -1112,6 +1146,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 // loadSettle is how long after a direction was last lightly loaded the
 // rate starts probing up.
 const loadSettle = time.Second
+
+// staleAfter is how long the delay stays under half the target
+// before a download backlogged past a failed rate forgets it.
+const staleAfter = 300 * time.Millisecond
 
 // accelerate is the increase's speed-up after the delay has stayed under a
 // quarter of the target, with no failure near, for flat: from 1x, by 1x per

@@ -49,6 +49,16 @@ type simDir struct {
 	capacity  capFunc
 	demand    capFunc // offered bits/s; +Inf: greedy
 	modemLast bool    // the modem's FIFO comes before the shaper (download)
+	// burst is what the sender sends on top of what our rate lets
+	// through (nil: nothing), download only: TCP's slow start and bunched
+	// acks arrive at the modem at the server's line rate, and fill its
+	// FIFO for a moment even while our rate is under its capacity
+	burst capFunc
+	// overfill: a greedy download sender offers this much over our rate
+	// (TCP probing for more, held back by cake's drops), so cake is
+	// backlogged at its rate while the modem has room; 0 (the default)
+	// offers exactly our rate
+	overfill  float64
 	fifoLimit float64 // bytes
 	// state
 	q, cq     float64 // bytes in the modem FIFO, in the shaper (download only)
@@ -72,11 +82,14 @@ func (s *simDir) step(t time.Duration, rate float64) {
 	dt := simStep.Seconds()
 	c := s.capacity(t)
 	d := s.demand(t)
-	in := math.Min(d, rate) * dt / 8
+	in := math.Min(d, rate*(1+s.overfill)) * dt / 8
 	s.lastIn = in * 8 / dt
 	if s.modemLast {
 		// download: the sender is held to our rate by cake's drops
 		s.q += in
+		if s.burst != nil {
+			s.q += s.burst(t) * dt / 8
+		}
 		out := math.Min(s.q, c*dt/8)
 		s.q -= out
 		s.delivered += out

@@ -14,6 +14,7 @@ type DirStatus struct {
 	Changed   Reason        // the reason of the last rate change
 	ChangedAt time.Duration // when (the Tick's clock)
 	Failed    uint64        // where the increase slows after a recent cut (0: none remembered)
+	CutCap    uint64        // the capacity the last cut estimated (0: no cut yet)
 	Held      uint64        // a recent rate that held loaded with the delay flat (0: none)
 	Queueing  bool          // the shaper queued or dropped in the last tick
 	Slope     float64       // delay growth over the last probes, seconds per second
@@ -54,7 +55,7 @@ func (c *Controller) Status(st *Status) {
 		st.Dir[d] = DirStatus{
 			Rate: s.rate, Achieved: s.achieved, Load: s.util, Delay: s.q, HaveDelay: s.haveQ,
 			Target: c.cfg.Dir[d].TargetAt(s.rate), Reason: s.reason, Changed: s.last, ChangedAt: s.lastAt,
-			Failed: s.failed, Held: s.held, Queueing: s.queueing,
+			Failed: s.failed, CutCap: uint64(s.cutCap), Held: s.held, Queueing: s.queueing,
 			Slope: s.slope, PostSlope: s.postSlope, PostN: s.postN, Age: s.age, Episode: s.episode,
 		}
 	}

@@ -318,8 +318,8 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	if l.cfg.Debugf != nil {
 		for d := range changed {
 			if cs := &l.st.Dir[d]; changed[d] {
-				l.cfg.Debugf("autorate %s: %s %d bit/s (%v): delay %v (fresh %v) achieved %d load %.2f queueing %v slope %.3f",
-					l.cfg.Name, autorate.Dir(d), set[d], cs.Reason, cs.Delay, cs.HaveDelay, cs.Achieved, cs.Load, cs.Queueing, cs.Slope)
+				l.cfg.Debugf("autorate %s: %s %d bit/s (%v): delay %v (fresh %v) achieved %d load %.2f queueing %v slope %.3f cut-capacity %d failed %d",
+					l.cfg.Name, autorate.Dir(d), set[d], cs.Reason, cs.Delay, cs.HaveDelay, cs.Achieved, cs.Load, cs.Queueing, cs.Slope, cs.CutCap, cs.Failed)
 			}
 		}
 	}
