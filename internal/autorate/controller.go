@@ -842,6 +842,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		why := ReasonDelay
 		var capEst, in float64
 		known := true // measured, not assumed
+		// A download's load start: the queue is the senders' slow
+		// start, fed far above our rate, not a capacity below it.
+		loadStart := d == Down && now-s.lightAt < loadSettle
 		a := float64(s.recent())
 		if a < (1-cfg.MaxDecreaseStep)*r && c.lastSent <= s.lastTickStart() {
 			// Under what the largest cut reaches, in a tick that no probe
@@ -866,12 +869,11 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		} else {
 			in = float64(s.achieved)
 			capEst = s.capEst
-			if d == Down && now-s.lightAt < loadSettle {
-				// A load's start: the queue is the senders' slow
-				// start, fed far above our rate, and the slopes say
-				// nothing of the capacity (in the VM they read 4.8-5.8
-				// Mbit/s on an 8 Mbit/s link). The cut drains what is
-				// seen, from our rate.
+			if loadStart {
+				// The slopes assume a queue fed at our rate, and say
+				// nothing of the capacity here (in the VM they read
+				// 4.8-5.8 Mbit/s on an 8 Mbit/s link): the cut drains
+				// what is seen, from our rate.
 				capEst, known = r, false
 			}
 			if capEst == 0 {
@@ -958,11 +960,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			next = lo
 		}
 		s.cutCap = capEst
-		if d != Down || now-s.lightAt >= loadSettle {
-			// (a download's cut at a load's start drains the senders'
-			// slow start, not a capacity: remembered as a failed
-			// rate, its careful band held the VM's 8 Mbit/s step at
-			// 6.3-6.7 for 2 s)
+		if !loadStart {
+			// (a load's start remembered as a failed rate, its
+			// careful band held the VM's 8 Mbit/s step at 6.3-6.7
+			// for 2 s)
 			s.failed, s.failedAt, s.passed = uint64(max(capEst, 0.9*r)), now, 0
 		}
 		s.episode = true
@@ -1025,7 +1026,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		speed := cfg.IncreasePerSec
 		reason = ReasonIncrease
-		if d == Down && s.rate >= max(s.failed, s.passed) && s.backlogged && s.util >= 0.97 &&
+		if d == Down && (s.failed != 0 || s.passed != 0) && s.rate >= max(s.failed, s.passed) && s.backlogged && s.util >= 0.97 &&
 			s.calmSince != never && now-s.calmSince >= staleAfter && (s.lastDec == never || s.lastDec < s.calmSince) {
 			// The download's shaper comes after the modem: backlogged
 			// and sending at its rate, at or past a rate that failed,

@@ -14,7 +14,7 @@
 // length. The JSON of every run and its plot (NAME-CONTROLLER-trace.svg:
 // rate, capacity and delay over time) stay in -out.
 //
-//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-icmp-ahead] [-no-load] [-judge]
+//	go run ./tools/autoratebench -sqm bin/sqm -cake-autorate DIR [-mahimahi DIR] [-out DIR] [-traces REGEX] [-sqm-targets MS,...] [-icmp-ahead] [-no-load] [-judge]
 //
 // The download follows the trace; the upload is the line's fixed 2 Mbit/s
 // with both controllers' upload range pinned to its base, so the numbers
