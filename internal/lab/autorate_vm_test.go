@@ -61,7 +61,7 @@ import (
 // (+5 %/s) costs up to 2 s of the 5. Before 2026-12-02 it held 1.0-1.2
 // and missed in 8 of 8 runs. Since failures the full download shaper
 // shows stale are forgotten (docs/autorate.md, "A load's start, failures
-// shown stale"), 5 of 7 runs met it (4.11-4.81 s); the misses were a cut
+// shown stale"), 6 of 8 runs met it (3.61-4.81 s); the misses were a cut
 // just at the step and a run under the CPU profiler.
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
