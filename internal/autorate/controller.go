@@ -844,7 +844,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		known := true // measured, not assumed
 		// A download's load start: the queue is the senders' slow
 		// start, fed far above our rate, not a capacity below it.
-		loadStart := d == Down && now-s.lightAt < loadSettle
+		loadStart := d == Down && s.settling(now)
 		a := float64(s.recent())
 		if a < (1-cfg.MaxDecreaseStep)*r && c.lastSent <= s.lastTickStart() {
 			// Under what the largest cut reaches, in a tick that no probe
@@ -989,7 +989,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			flat = s.flatSince != never
 			break
 		}
-		if now-s.lightAt < loadSettle {
+		if s.settling(now) {
 			// A load's first moments: the senders ramp up (TCP's slow
 			// start), and neither the utilisation nor the delay shows
 			// yet where the link ends. Probing up then ran the VM's
@@ -1026,14 +1026,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		speed := cfg.IncreasePerSec
 		reason = ReasonIncrease
-		if d == Down && (s.failed != 0 || s.passed != 0) && s.rate >= max(s.failed, s.passed) && s.backlogged && s.util >= 0.97 &&
-			s.calmSince != never && now-s.calmSince >= staleAfter && (s.lastDec == never || s.lastDec < s.calmSince) {
-			// The download's shaper comes after the modem: backlogged
-			// and sending at its rate, at or past a rate that failed,
-			// with the delay calm, it gets more than that from the
-			// modem. The capacity is above the failure, which was a
-			// burst's (TCP's, in the VM's 2 Mbit/s step: 30-50 ms
-			// spikes at 1.5 Mbit/s) or one the link has since left.
+		if d == Down && s.failureStale(now) {
 			s.failed, s.failedAt, s.passed = 0, never, 0
 		}
 		if s.failed != 0 {
@@ -1147,6 +1140,23 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 // loadSettle is how long after a direction was last lightly loaded the
 // rate starts probing up.
 const loadSettle = time.Second
+
+// settling: the direction was lightly loaded less than loadSettle ago, so
+// a load is only starting (its senders still in slow start).
+func (s *direction) settling(now time.Duration) bool { return now-s.lightAt < loadSettle }
+
+// failureStale says a download's remembered failure (failed, or passed)
+// no longer holds. The download's shaper comes after the modem:
+// backlogged and sending at its rate, at or past the failure, with the
+// delay under half the target for staleAfter since the last cut, it gets
+// more than that from the modem. The failure was a burst's (TCP's, in the
+// VM's 2 Mbit/s step: 30-50 ms spikes at 1.5 Mbit/s) or one the link has
+// since left. (calmSince is set, so a lastDec of never is before it.)
+func (s *direction) failureStale(now time.Duration) bool {
+	return (s.failed != 0 || s.passed != 0) && s.rate >= max(s.failed, s.passed) &&
+		s.backlogged && s.util >= 0.97 &&
+		s.calmSince != never && now-s.calmSince >= staleAfter && s.lastDec < s.calmSince
+}
 
 // staleAfter is how long the delay stays under half the target
 // before a download backlogged past a failed rate forgets it.

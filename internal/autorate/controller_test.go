@@ -621,11 +621,17 @@ func TestSeeds(t *testing.T) {
 // which the rate drifted back to the base.
 const loadAt = 60 * sec
 
-// loadAfterQuiet runs d on a link of constant capacity with 0.5 Mbit/s of
-// traffic until loadAt and a greedy load from then, until loadAt+after.
-func loadAfterQuiet(d autorate.Dir, capacity float64, tk, after time.Duration) *sim {
-	s := link(d, constant(capacity), udpReflectors(4), tk)
+// quietThenLoad is d on a link of constant capacity, from base, with 0.5
+// Mbit/s of traffic until loadAt and a greedy load from then; not run yet.
+func quietThenLoad(d autorate.Dir, base, capacity float64, tk time.Duration) *sim {
+	s := linkFrom(d, base, constant(capacity), udpReflectors(4), tk)
 	s.dir[d].demand = steps([]time.Duration{0, loadAt}, []float64{0.5 * mbit, math.Inf(1)})
+	return s
+}
+
+// loadAfterQuiet runs quietThenLoad from link's base until loadAt+after.
+func loadAfterQuiet(d autorate.Dir, capacity float64, tk, after time.Duration) *sim {
+	s := quietThenLoad(d, 20*mbit, capacity, tk)
 	s.run(loadAt + after)
 	return s
 }
@@ -698,8 +704,7 @@ func TestLoadStartBurst(t *testing.T) {
 	for _, tk := range ticks {
 		t.Run(tk.String(), func(t *testing.T) {
 			const c = 8 * mbit
-			s := linkFrom(autorate.Down, 0.9*c, constant(c), udpReflectors(4), tk)
-			s.dir[autorate.Down].demand = steps([]time.Duration{0, loadAt}, []float64{0.5 * mbit, math.Inf(1)})
+			s := quietThenLoad(autorate.Down, 0.9*c, c, tk)
 			s.dir[autorate.Down].burst = steps([]time.Duration{0, loadAt, loadAt + 100*ms}, []float64{0, c, 0})
 			s.run(loadAt + 10*sec)
 			low, cut := math.Inf(1), time.Duration(0)
