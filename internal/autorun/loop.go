@@ -40,7 +40,9 @@ type Shaper interface {
 
 // Prober is what the loop needs of a *reflector.Prober.
 type Prober interface {
-	Run(ctx context.Context, emit func(*reflector.Sample)) error
+	// Poll reads the replies waiting, reports lost probes and sends the
+	// probes due, without waiting; the loop calls it at each tick.
+	Poll(emit func(*reflector.Sample)) error
 	Replace(i int, t reflector.Target) error
 	// SetInterval: probe each target every d (the controller's idle
 	// interval while the link is idle, its probe interval otherwise).
@@ -453,56 +455,36 @@ func (l *Loop) Status(st *Status) {
 	st.Reflectors = refl
 }
 
-// Run ticks the loop every Interval and runs the prober until ctx ends,
-// then puts the base rates back (the tree as it was applied). A prober
-// that fails puts the rates back at their bases and ends Run with its
-// error: the queue stays shaped.
+// Run ticks the loop every Interval until ctx ends, polling the prober
+// at each tick (one wake-up a tick is all the loop costs), then puts the
+// base rates back (the tree as it was applied). A prober that fails puts
+// the rates back at their bases and ends Run with its error: the queue
+// stays shaped.
 func (l *Loop) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	origin := time.Now()
-	pdone := make(chan error, 1)
-	go func() { pdone <- l.cfg.Prober.Run(ctx, l.Emit) }()
 	every := l.Interval()
 	tk := time.NewTicker(every)
 	defer tk.Stop()
-	var perr error
-	running := true
-	for running {
+	poll := func() error { return l.cfg.Prober.Poll(l.Emit) }
+	perr := poll() // the first probes go out now, not a tick from now
+	for perr == nil {
 		select {
 		case <-ctx.Done():
-			running = false
-		case err := <-pdone:
-			pdone = nil
-			running = false
-			if ctx.Err() != nil {
-				// the prober ended because the loop is stopping: with
-				// both ready, select picks either
-				break
-			}
-			perr = err
-			if perr == nil {
-				perr = errors.New("probes stopped")
-			}
-			l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
+			l.base() // stopped: leave the tree as it was applied
+			l.setStatus(func(s *Status) { s.Running = false })
+			return nil
 		case <-tk.C:
-			l.Step(time.Since(origin), origin)
-			if d := l.Interval(); d != every {
-				every = d
-				tk.Reset(d)
-			}
+		}
+		if perr = poll(); perr != nil {
+			break
+		}
+		l.Step(time.Since(origin), origin)
+		if d := l.Interval(); d != every {
+			every = d
+			tk.Reset(d)
 		}
 	}
-	cancel()
-	if perr == nil {
-		l.base() // stopped: leave the tree as it was applied
-	}
-	if pdone != nil {
-		<-pdone
-	}
+	l.fallBack(time.Since(origin), "probes failed: "+perr.Error())
 	l.setStatus(func(s *Status) { s.Running = false })
-	if perr != nil {
-		return errors.New("autorate " + l.cfg.Name + ": " + perr.Error())
-	}
-	return nil
+	return errors.New("autorate " + l.cfg.Name + ": " + perr.Error())
 }

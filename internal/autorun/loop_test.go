@@ -54,18 +54,21 @@ func (f *fakeShaper) SetRate(bits uint64) (uint64, error) {
 type fakeProber struct {
 	mu        sync.Mutex
 	replaced  map[int]reflector.Target
-	runErr    error
-	returned  chan struct{}   // if set, closed as Run returns at the context's end
-	intervals []time.Duration // SetInterval's, in order
+	pollErr   error
+	polls     int                                // Poll's calls
+	onPoll    func(emit func(*reflector.Sample)) // if set, each Poll calls it
+	intervals []time.Duration                    // SetInterval's, in order
 }
 
-func (p *fakeProber) Run(ctx context.Context, emit func(*reflector.Sample)) error {
-	if p.runErr != nil {
-		return p.runErr
+func (p *fakeProber) Poll(emit func(*reflector.Sample)) error {
+	p.mu.Lock()
+	p.polls++
+	p.mu.Unlock()
+	if p.pollErr != nil {
+		return p.pollErr
 	}
-	<-ctx.Done()
-	if p.returned != nil {
-		close(p.returned)
+	if p.onPoll != nil {
+		p.onPoll(emit)
 	}
 	return nil
 }
@@ -362,11 +365,11 @@ func TestSetRateError(t *testing.T) {
 // Probes that fail put the base rates back and end Run with the error.
 func TestRunProbesFail(t *testing.T) {
 	r := newRig(t, true)
-	r.loop.cfg.Prober = &fakeProber{runErr: errors.New("socket: operation not permitted")}
+	r.loop.cfg.Prober = &fakeProber{pollErr: errors.New("reflector: prober closed")}
 	r.down.now, r.up.now = new(time.Duration), new(time.Duration)
 	r.down.rate = 55e6
 	err := r.loop.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+	if err == nil || !strings.Contains(err.Error(), "prober closed") {
 		t.Fatalf("Run: %v", err)
 	}
 	st := r.status()
@@ -375,11 +378,25 @@ func TestRunProbesFail(t *testing.T) {
 	}
 }
 
-// Run ticks until ctx ends and puts the base rates back.
+// Run ticks until ctx ends and puts the base rates back. It polls the
+// prober once before the first tick and once at each, before the tick's
+// Step, so that the replies read reach the controller in the same tick.
 func TestRunTicks(t *testing.T) {
 	r := newRig(t, true)
 	clock := new(time.Duration)
 	r.down.now, r.up.now = clock, clock
+	// The first tick's poll returns a reply; the second tick's poll
+	// looks at what the first tick's Step made of it.
+	var seen *Status
+	r.prober.onPoll = func(emit func(*reflector.Sample)) {
+		switch r.prober.polls {
+		case 2:
+			emit(&reflector.Sample{Target: 0, Sent: time.Now().Add(-20 * time.Millisecond), RTT: 20 * time.Millisecond})
+		case 3:
+			st := r.status()
+			seen = &st
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
 	defer cancel()
 	if err := r.loop.Run(ctx); err != nil {
@@ -388,6 +405,12 @@ func TestRunTicks(t *testing.T) {
 	st := r.status()
 	if st.Ticks < 2 || st.Running {
 		t.Errorf("ticks %d running %v", st.Ticks, st.Running)
+	}
+	if polls := r.prober.polls; polls != int(st.Ticks)+1 {
+		t.Errorf("%d polls for %d ticks, want one before the first tick and one at each", polls, st.Ticks)
+	}
+	if seen == nil || seen.Ticks != 1 || !seen.Reflectors[0].Replied {
+		t.Errorf("after the first tick: %+v, want its poll's reply seen by its Step", seen)
 	}
 	if len(r.down.sets) != 2 || r.down.sets[0] != 40e6 || r.down.sets[1] != 40e6 {
 		t.Errorf("download set %v, want the base at the start and again at the end", r.down.sets)
@@ -409,38 +432,6 @@ func TestNewChecks(t *testing.T) {
 		_, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New: %v, want %q", err, c.want)
-		}
-	}
-}
-
-// A prober ends when the loop's context does; Run must take that for the
-// stop it is, not for probes that failed. The lab's trace runs ended with
-// "probes stopped" now and then: when the loop came back to its select
-// with both the context's end and the prober's return ready, it picked
-// either. Here the first shaper read ends the context and waits for the
-// prober to return, so every run has both ready; 30 runs (without the
-// fix, each fails with odds of one half).
-func TestRunStopIsNoError(t *testing.T) {
-	for i := 0; i < 30; i++ {
-		r := newRig(t, true)
-		clock := new(time.Duration)
-		r.down.now, r.up.now = clock, clock
-		ctx, cancel := context.WithCancel(context.Background())
-		p := &fakeProber{returned: make(chan struct{})}
-		r.loop.cfg.Prober = p
-		var once sync.Once
-		r.down.onRead = func() {
-			once.Do(func() {
-				cancel()
-				<-p.returned
-				time.Sleep(time.Millisecond) // its result sent to the loop
-			})
-		}
-		if err := r.loop.Run(ctx); err != nil {
-			t.Fatalf("run %d: Run after its context ended: %v", i, err)
-		}
-		if st := r.status(); st.Fallback {
-			t.Fatalf("run %d: a stop fell back: %+v", i, st)
 		}
 	}
 }

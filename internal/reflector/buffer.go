@@ -3,7 +3,7 @@ package reflector
 import "sync"
 
 // Buffer holds samples between a controller's ticks: pass its Add to
-// Prober.Run as emit, and call Drain at each tick. It is a fixed ring:
+// Prober.Poll as emit, and call Drain at each tick. It is a fixed ring:
 // when the controller falls behind, the oldest samples are dropped (and
 // counted), so memory stays bounded and the newest delays win.
 type Buffer struct {

@@ -18,7 +18,25 @@ import (
 	"sqm/internal/testutil"
 )
 
-// collect runs p until it has want samples of every target (or 10 s:
+// poll polls p every quarter of its interval until ctx ends: as the
+// daemon's loop does at each tick, only more often, so that the tests'
+// timings are the prober's own.
+func poll(ctx context.Context, p *Prober, emit func(*Sample)) error {
+	tk := time.NewTicker(p.cfg.Interval / 4)
+	defer tk.Stop()
+	for {
+		if err := p.Poll(emit); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tk.C:
+		}
+	}
+}
+
+// collect polls p until it has want samples of every target (or 10 s:
 // an irtt server still starting costs the first open request, 1 s),
 // and returns them per target.
 func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
@@ -27,7 +45,7 @@ func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := 0
-	err := p.Run(ctx, func(s *Sample) {
+	err := poll(ctx, p, func(s *Sample) {
 		if s.Target < 0 || s.Target >= n {
 			t.Errorf("sample for target %d of %d", s.Target, n)
 			return
@@ -40,7 +58,7 @@ func collect(t *testing.T, p *Prober, n, want int) [][]Sample {
 		}
 	})
 	if err != nil {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("Poll: %v", err)
 	}
 	for i, g := range got {
 		if len(g) < want {
@@ -263,7 +281,7 @@ func TestStopsAnswering(t *testing.T) {
 	var phase, count, udp int
 	var seen []string
 	var lastLost time.Time
-	err = p.Run(ctx, func(s *Sample) {
+	err = poll(ctx, p, func(s *Sample) {
 		if s.Target == 1 {
 			if !s.Lost {
 				t.Errorf("a reply from a closed port: %+v", s)
@@ -351,7 +369,7 @@ func TestIRTTReopen(t *testing.T) {
 	defer cancel()
 	var replies, lost, after int
 	restarted := false
-	p.Run(ctx, func(s *Sample) {
+	poll(ctx, p, func(s *Sample) {
 		switch {
 		case s.Lost:
 			lost++
@@ -428,7 +446,7 @@ func TestReplace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var before, after int
-	p.Run(ctx, func(s *Sample) {
+	poll(ctx, p, func(s *Sample) {
 		switch {
 		case s.Lost:
 			t.Errorf("lost on loopback: %+v", s)
@@ -476,7 +494,7 @@ func TestSetInterval(t *testing.T) {
 	var sent []time.Time // target 0's probes
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = p.Run(ctx, func(s *Sample) {
+	err = poll(ctx, p, func(s *Sample) {
 		if s.Target != 0 {
 			return
 		}
@@ -512,10 +530,9 @@ func TestSetInterval(t *testing.T) {
 	}
 }
 
-// TestApplyIntervalFaster: going back to a shorter interval, each
-// target's next probe comes within the new interval of now (spread over
-// the targets), not at the end of the long wait; going slower leaves the
-// next probe where it was and only lengthens the ones after.
+// TestApplyIntervalFaster: going back to a shorter interval, every
+// target is probed at once, not at the end of the long wait; going slower
+// leaves the next probe where it was and only lengthens the ones after.
 func TestApplyIntervalFaster(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	p, err := newProber(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Kind: ICMPEcho}}, Interval: 100 * time.Millisecond, Timeout: time.Second})
@@ -538,8 +555,41 @@ func TestApplyIntervalFaster(t *testing.T) {
 	p.want = 100 * time.Millisecond
 	p.applyInterval(now)
 	for i, ts := range p.targets {
-		if want := now.Add(time.Duration(i) * 50 * time.Millisecond); ts.interval != 100*time.Millisecond || !ts.next.Equal(want) {
-			t.Errorf("faster: target %d interval %v next +%v, want 100ms and +%v", i, ts.interval, ts.next.Sub(now), want.Sub(now))
+		if ts.interval != 100*time.Millisecond || !ts.next.Equal(now) {
+			t.Errorf("faster: target %d interval %v next +%v, want 100ms and now", i, ts.interval, ts.next.Sub(now))
+		}
+	}
+}
+
+// TestPollEveryInterval: a caller that polls once an interval (the
+// daemon's loop at each tick) gets one probe per target at every poll,
+// however its ticks fall against the probes' schedule: a probe due a
+// little after a tick goes out at that tick, not a whole tick later.
+func TestPollEveryInterval(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	const every = 20 * time.Millisecond
+	p, err := newProber(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Port: 9, Kind: UDPSQM}}, Interval: every, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tg := range p.cfg.Targets {
+		p.setTarget(i, tg) // no sockets: the sends fail, the schedule is what is tested
+	}
+	// The first poll comes a quarter interval after the ticker's start,
+	// so every later tick comes that much before a probe is due.
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	time.Sleep(every / 4)
+	for n := 1; n <= 30; n++ {
+		if n > 1 {
+			<-tk.C
+		}
+		before := p.next
+		if err := p.Poll(func(*Sample) {}); err != nil {
+			t.Fatal(err)
+		}
+		if sent := p.next - before; sent != 2 {
+			t.Fatalf("poll %d sent %d probes, want one per target", n, sent)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package reflector
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,13 +29,17 @@ type sock struct {
 	raw bool
 }
 
-// Prober probes a set of targets from one goroutine (Run).
+// Prober probes a set of targets, at each Poll. It has no goroutine of
+// its own: the daemon's autorate loop ticks at the probe interval anyway,
+// and polling its sockets there instead of waiting on them took the
+// prober's wake-ups (one per probe and per reply, each waking the Go
+// runtime's sysmon) out of a router's CPU budget. The replies' kernel
+// receive stamps (SO_TIMESTAMPNS) keep the delays exact however late
+// they are read.
 type Prober struct {
 	cfg     Config
 	socks   [nSocks]sock
-	wake    int // eventfd: Close and ctx cancellation write to it
-	pfds    []unix.PollFd
-	pidx    []int // socket index of each pfds entry but the last (wake)
+	started bool
 	targets []tstate
 	byUDP   map[netip.AddrPort]int
 	icmpID  uint16
@@ -52,7 +55,7 @@ type Prober struct {
 	tail, next uint32
 
 	// every is how often each target is probed now (Config.Interval, or
-	// SetInterval's), owned by Run; want is SetInterval's, under mu.
+	// SetInterval's), owned by Poll; want is SetInterval's, under mu.
 	every time.Duration
 
 	mu      sync.Mutex
@@ -148,11 +151,6 @@ func New(cfg Config) (*Prober, error) {
 				return err
 			}
 		}
-		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("reflector: eventfd: %w", err)
-		}
-		p.wake = fd
 		return nil
 	}
 	if c.Enter != nil {
@@ -164,13 +162,6 @@ func New(cfg Config) (*Prober, error) {
 		p.closeFDs()
 		return nil, err
 	}
-	for s, k := range p.socks {
-		if k.fd >= 0 {
-			p.pfds = append(p.pfds, unix.PollFd{Fd: int32(k.fd), Events: unix.POLLIN})
-			p.pidx = append(p.pidx, s)
-		}
-	}
-	p.pfds = append(p.pfds, unix.PollFd{Fd: int32(p.wake), Events: unix.POLLIN})
 	for i, t := range c.Targets {
 		p.setTarget(i, t)
 	}
@@ -179,7 +170,7 @@ func New(cfg Config) (*Prober, error) {
 
 // newProber makes a prober for c without sockets: New opens them.
 func newProber(c Config) (*Prober, error) {
-	p := &Prober{cfg: c, wake: -1, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}, anchor: time.Now(),
+	p := &Prober{cfg: c, byUDP: map[netip.AddrPort]int{}, icmpID: uint16(rand.Uint32()), replace: map[int]Target{}, anchor: time.Now(),
 		every: c.Interval, want: c.Interval}
 	for i := range p.socks {
 		p.socks[i].fd = -1
@@ -311,14 +302,11 @@ func (p *Prober) closeFDs() {
 			p.socks[i].fd = -1
 		}
 	}
-	if p.wake >= 0 {
-		unix.Close(p.wake)
-		p.wake = -1
-	}
 }
 
-// Close stops Run (if running) and, once it returned, frees the sockets.
-// Call it once Run has returned, or instead of Run.
+// Close ends the irtt sessions (if Poll opened any) and frees the
+// sockets; Poll fails after it. Call it from Poll's goroutine, or once
+// nothing polls any more.
 func (p *Prober) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -326,6 +314,7 @@ func (p *Prober) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.closeSessions()
 	p.closeFDs()
 	return nil
 }
@@ -351,90 +340,56 @@ func (p *Prober) Replace(i int, t Target) error {
 		return errors.New("reflector: prober closed")
 	}
 	p.replace[i] = t
-	p.poke()
 	return nil
 }
 
-// SetInterval makes each target probed every d from now on (never more
-// often than Config.Interval, nor than an irtt server granted): the
-// controller's idle interval while the link is idle, Config.Interval
-// again when load comes back, which the next probes follow at once.
+// SetInterval makes each target probed every d from the next Poll on
+// (never more often than Config.Interval, nor than an irtt server
+// granted): the controller's idle interval while the link is idle,
+// Config.Interval again when load comes back.
 func (p *Prober) SetInterval(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.want = max(d, p.cfg.Interval)
-	p.poke()
 }
 
-var one = [8]byte{1}
-
-// poke wakes the loop; p.mu held.
-func (p *Prober) poke() {
-	if p.wake >= 0 {
-		unix.Write(p.wake, one[:])
-	}
-}
-
-// Run probes until ctx is cancelled, calling emit from its own goroutine
-// with each sample. emit must not keep the *Sample (it is reused) and
-// should return quickly: probes wait while it runs. It returns nil when
-// ctx is cancelled, after closing irtt sessions, or an error when the
-// poll fails.
-func (p *Prober) Run(ctx context.Context, emit func(*Sample)) error {
+// Poll does, without waiting, what the time since the last call asks:
+// it reads the replies that arrived (matched by their kernel receive
+// stamps), reports the probes older than the timeout lost, and sends the
+// probes due, calling emit with each sample. A caller polls at least as
+// often as the probe interval, as the daemon's loop does at each tick; a
+// probe is sent when it is due within half an interval, so that a tick a
+// little early does not put it off by a whole one. emit must not keep the
+// *Sample (it is reused). Poll fails only once the prober is closed.
+func (p *Prober) Poll(emit func(*Sample)) error {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
 		return errors.New("reflector: prober closed")
 	}
-	p.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		p.poke()
-		p.mu.Unlock()
-	})
-	defer stop()
-	start := time.Now()
-	n := time.Duration(len(p.targets))
-	for i := range p.targets {
-		p.targets[i].next = start.Add(p.cfg.Interval * time.Duration(i) / n)
-		p.targets[i].openAt = start
-	}
-	for {
-		if ctx.Err() != nil {
-			p.closeSessions()
-			return nil
-		}
-		now := time.Now()
-		p.expire(now, emit)
-		wake := p.sendDue(now, emit)
-		if p.tail != p.next {
-			if d := p.ring[p.tail&p.mask].sent.Add(p.cfg.Timeout); d.Before(wake) {
-				wake = d
-			}
-		}
-		ms := int((time.Until(wake) + time.Millisecond - 1) / time.Millisecond)
-		if _, err := unix.Poll(p.pfds, max(ms, 0)); err != nil && err != unix.EINTR {
-			return fmt.Errorf("reflector: poll: %w", err)
-		}
-		for j, pf := range p.pfds {
-			if pf.Revents == 0 {
-				continue
-			}
-			if j == len(p.pfds)-1 {
-				var b [8]byte
-				unix.Read(p.wake, b[:])
-				p.applyReplacements()
-				p.applyInterval(time.Now())
-				continue
-			}
-			p.drain(p.pidx[j], emit)
+	now := time.Now()
+	if !p.started {
+		p.started = true
+		for i := range p.targets {
+			p.targets[i].next, p.targets[i].openAt = now, now
 		}
 	}
+	p.applyReplacements()
+	p.applyInterval(now)
+	for s := range p.socks {
+		if p.socks[s].fd >= 0 {
+			p.drain(s, emit)
+		}
+	}
+	now = time.Now()
+	p.expire(now, emit)
+	p.sendDue(now, now.Add(p.every/2), emit)
+	return nil
 }
 
-// applyInterval takes SetInterval's interval. Probing faster again, a
-// target's next probe comes at most one new interval from now (spread over
-// the targets as at the start), not at the end of the idle wait.
+// applyInterval takes SetInterval's interval. Probing faster again, every
+// target is probed at once, not at the end of the idle wait.
 func (p *Prober) applyInterval(now time.Time) {
 	p.mu.Lock()
 	d := p.want
@@ -444,12 +399,11 @@ func (p *Prober) applyInterval(now time.Time) {
 	}
 	faster := d < p.every
 	p.every = d
-	n := time.Duration(len(p.targets))
 	for i := range p.targets {
 		ts := &p.targets[i]
 		ts.interval = max(d, ts.granted)
-		if at := now.Add(d * time.Duration(i) / n); faster && at.Before(ts.next) {
-			ts.next = at
+		if faster && now.Before(ts.next) {
+			ts.next = now
 		}
 	}
 }
@@ -498,19 +452,19 @@ func (p *Prober) closeSession(i int) {
 	}
 }
 
-// sendDue sends the probes due at now and returns when the next is due.
-func (p *Prober) sendDue(now time.Time, emit func(*Sample)) time.Time {
-	wake := now.Add(time.Minute)
+// sendDue sends the probes due by due (now, or a little later: Poll's
+// half interval).
+func (p *Prober) sendDue(now, due time.Time, emit func(*Sample)) {
 	for i := range p.targets {
 		ts := &p.targets[i]
-		if ts.kind == UDPIRTT && ts.sess == nil && !now.Before(ts.openAt) {
+		if ts.kind == UDPIRTT && ts.sess == nil && !due.Before(ts.openAt) {
 			req := irtt.AppendOpen(p.out[:0], irtt.Params{Duration: irttDuration, Interval: p.cfg.Interval,
 				StampAt: irtt.AtBoth, Clock: irtt.Wall}, ts.t.Key)
 			unix.Sendto(p.socks[ts.sock].fd, req, 0, ts.sa)
 			ts.openAt = now.Add(ts.backoff)
 			ts.backoff = min(2*ts.backoff, irttMaxBackoff)
 		}
-		if !now.Before(ts.next) {
+		if !due.Before(ts.next) {
 			if ts.kind != UDPIRTT || ts.sess != nil {
 				p.send(i, emit)
 			}
@@ -519,14 +473,7 @@ func (p *Prober) sendDue(now time.Time, emit func(*Sample)) time.Time {
 				ts.next = now.Add(ts.interval)
 			}
 		}
-		if ts.next.Before(wake) {
-			wake = ts.next
-		}
-		if ts.kind == UDPIRTT && ts.sess == nil && ts.openAt.Before(wake) {
-			wake = ts.openAt
-		}
 	}
-	return wake
 }
 
 func (p *Prober) send(i int, emit func(*Sample)) {

@@ -3,7 +3,6 @@
 package reflector
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -21,7 +20,7 @@ func New(cfg Config) (*Prober, error) {
 	return nil, errNotLinux
 }
 
-func (p *Prober) Run(ctx context.Context, emit func(*Sample)) error { return errNotLinux }
-func (p *Prober) Close() error                                      { return nil }
-func (p *Prober) Replace(i int, t Target) error                     { return errNotLinux }
-func (p *Prober) SetInterval(time.Duration)                         {}
+func (p *Prober) Poll(emit func(*Sample)) error { return errNotLinux }
+func (p *Prober) Close() error                  { return nil }
+func (p *Prober) Replace(i int, t Target) error { return errNotLinux }
+func (p *Prober) SetInterval(time.Duration)     {}
