@@ -100,9 +100,8 @@ type Loop struct {
 	tick         time.Duration // how often Step should run now (Interval)
 	lastStep     time.Duration // now at the previous Step
 
-	mu      sync.Mutex
-	status  Status
-	changed chan struct{}
+	mu     sync.Mutex
+	status Status
 }
 
 // Status is what status pages and metrics show of a loop.
@@ -202,7 +201,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
-		changed: make(chan struct{}, 1), probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval}
+		probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
@@ -338,10 +337,6 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		if changed[d] && set[d] != ds.RateBits {
 			ds.RateBits = set[d]
 			s.RateChanges++
-			select {
-			case l.changed <- struct{}{}:
-			default:
-			}
 		}
 		if setErr[d] != nil {
 			s.SetErrors++
@@ -441,10 +436,6 @@ func (l *Loop) setStatus(f func(*Status)) {
 	f(&l.status)
 	l.mu.Unlock()
 }
-
-// Changed receives when a rate changed (one pending at most: the loop
-// never waits for a reader).
-func (l *Loop) Changed() <-chan struct{} { return l.changed }
 
 // Status copies the loop's status into st (reusing st.Reflectors).
 func (l *Loop) Status(st *Status) {

@@ -150,6 +150,7 @@ type statusKernel interface {
 	Status(devices ...string) ([]kernel.DeviceStatus, error)
 	LinkMTU(iface string) (int, error)
 	Matches(p *plan.Plan) (ok bool, diff string, err error)
+	ShaperRate(dev string) (uint64, error)
 }
 
 func statusReport(k statusKernel, states []*service.State, intr map[string]service.Interrupted, ifaces []string, now time.Time, store *service.Store) *statusOutput {
@@ -194,20 +195,17 @@ func deviceEntry(k statusKernel, dev, of string, st *service.State, store *servi
 		e.Kernel = &ds[0]
 	}
 	if st != nil && e.Kernel != nil {
-		e.Drift = drift(k, st, e.Autorate, store, now)
+		e.Drift = drift(k, st, e.Autorate, now)
 	}
 	return e
 }
 
 // drift is service.Drift (the daemon's check) on one line; for a queue the
-// daemon autorates, at the rates autorate set (service.AutorateDrift).
-func drift(k statusKernel, st *service.State, ar *service.AutorateStatus, store *service.Store, now time.Time) string {
+// daemon autorates, at the rates it runs (service.AutorateDrift).
+func drift(k statusKernel, st *service.State, ar *service.AutorateStatus, now time.Time) string {
 	d := ""
 	if ar != nil && ar.Running && !autorateStale(ar, now) {
-		d = service.AutorateDrift(k, buildPlan, st, ar, func() *service.AutorateStatus {
-			a, _ := store.Autorate(st.Interface)
-			return a
-		})
+		d = service.AutorateDrift(k, buildPlan, st, ar)
 	} else {
 		d = service.Drift(k, buildPlan, st)
 	}

@@ -47,6 +47,8 @@ func (f fakeStatus) Matches(p *plan.Plan) (bool, string, error) {
 	return true, "", nil
 }
 
+func (f fakeStatus) ShaperRate(dev string) (uint64, error) { return 0, nil }
+
 func (f fakeStatus) Status(devs ...string) ([]kernel.DeviceStatus, error) {
 	var out []kernel.DeviceStatus
 	for _, d := range devs {
@@ -344,15 +346,25 @@ type matchingStatus struct{ fakeStatus }
 
 func (matchingStatus) Matches(*plan.Plan) (bool, string, error) { return true, "", nil }
 
-// rateStatus holds eth1's upload tree at 15000 kbit/s: a plan matches
-// only at that rate.
-type rateStatus struct{ fakeStatus }
+// rateStatus holds eth1's upload tree at kbit: a plan matches only at
+// that rate.
+type rateStatus struct {
+	fakeStatus
+	kbit uint64
+}
 
-func (rateStatus) Matches(p *plan.Plan) (bool, string, error) {
-	if p.Egress != nil && p.Egress.RateKbit == 15000 {
+func (r rateStatus) Matches(p *plan.Plan) (bool, string, error) {
+	if p.Egress != nil && p.Egress.RateKbit == r.kbit {
 		return true, "", nil
 	}
-	return false, "egress root: cake bandwidth: want 10000kbit, have 15000kbit", nil
+	return false, fmt.Sprintf("egress root: cake bandwidth: want %dkbit, have %dkbit", p.Egress.RateKbit, r.kbit), nil
+}
+
+func (r rateStatus) ShaperRate(dev string) (uint64, error) {
+	if dev != "eth1" {
+		return 0, fmt.Errorf("no link %s", dev)
+	}
+	return r.kbit * 1000, nil
 }
 
 // TestStatusAutorate: a queue the daemon autorates shows its rates,
@@ -364,7 +376,7 @@ func TestStatusAutorate(t *testing.T) {
 	q.Name, q.Interface, q.Enabled, q.Download, q.Upload = "wan", "eth1", true, 0, 10000
 	q.Autorate.Enabled = true
 	st := &service.State{Interface: "eth1", Source: "/etc/config/sqm", Section: "wan", AppliedAt: now.Add(-time.Minute), Queue: q}
-	k := rateStatus{fakeStatus{"eth1": {Device: "eth1", Ifindex: 2, Qdiscs: []kernel.QdiscStatus{{Kind: "cake", Handle: plan.MakeHandle(1, 0), Parent: plan.HandleRoot}}}}}
+	k := rateStatus{fakeStatus{"eth1": {Device: "eth1", Ifindex: 2, Qdiscs: []kernel.QdiscStatus{{Kind: "cake", Handle: plan.MakeHandle(1, 0), Parent: plan.HandleRoot}}}}, 15000}
 	store := &service.Store{Dir: t.TempDir()}
 
 	rep := statusReport(k, []*service.State{st}, nil, nil, now, store)
@@ -391,6 +403,23 @@ func TestStatusAutorate(t *testing.T) {
 	rep = statusReport(k, []*service.State{st}, nil, nil, now, store)
 	if d := rep.Devices[0].Drift; d != "" {
 		t.Errorf("the tree at autorate's 15000 kbit/s reported as drift: %s", d)
+	}
+	// The file is written once a second: the kernel's rate, not the
+	// file's, is what the tree is compared at, within autorate's range.
+	for _, tt := range []struct {
+		kbit uint64
+		want string
+	}{
+		{12000, ""},
+		{20000, ""},
+		{2500, ""},
+		{25000, "eth1: upload rate 25000 kbit/s is outside autorate's 2500..20000"},
+		{2000, "eth1: upload rate 2000 kbit/s is outside autorate's 2500..20000"},
+	} {
+		k := rateStatus{k.fakeStatus, tt.kbit}
+		if d := statusReport(k, []*service.State{st}, nil, nil, now, store).Devices[0].Drift; d != tt.want {
+			t.Errorf("the kernel at %d kbit/s, the file at 15000: drift %q, want %q", tt.kbit, d, tt.want)
+		}
 	}
 	b.Reset()
 	printStatus(&b, rep, store.Dir, now)

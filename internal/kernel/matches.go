@@ -355,19 +355,11 @@ func classFacts(cl *object) map[string]string {
 	if cl.Kind != "htb" {
 		return f
 	}
-	a := attrMap(cl.Options)
-	p := a[1] // TCA_HTB_PARMS: rate, ceil, buffer, cbuffer, quantum, level, prio
-	if len(p) < 44 {
+	rate, ceil, p, ok := htbRates(cl)
+	if !ok {
 		return f
 	}
 	rs, cs := decodeRateSpec(p[0:12]), decodeRateSpec(p[12:24])
-	rate, ceil := uint64(rs.Rate), uint64(cs.Rate)
-	if v, ok := a[6]; ok {
-		rate = scalar(v)
-	}
-	if v, ok := a[7]; ok {
-		ceil = scalar(v)
-	}
 	setFact(f, "rate", rate)
 	setFact(f, "ceil", ceil)
 	setFact(f, "buffer", u32At(p, 24))
@@ -377,6 +369,26 @@ func classFacts(cl *object) map[string]string {
 	rateFacts(f, "rate", rs)
 	rateFacts(f, "ceil", cs)
 	return f
+}
+
+// htbRates decodes a dumped htb class's rate and ceil (bytes/s: the
+// 64-bit attributes where present) and returns its TCA_HTB_PARMS (rate,
+// ceil, buffer, cbuffer, quantum, level, prio); ok is false when those
+// are missing or short.
+func htbRates(cl *object) (rate, ceil uint64, parms []byte, ok bool) {
+	a := attrMap(cl.Options)
+	p := a[1]
+	if len(p) < 44 {
+		return 0, 0, nil, false
+	}
+	rate, ceil = uint64(decodeRateSpec(p[0:12]).Rate), uint64(decodeRateSpec(p[12:24]).Rate)
+	if v, ok := a[6]; ok {
+		rate = scalar(v)
+	}
+	if v, ok := a[7]; ok {
+		ceil = scalar(v)
+	}
+	return rate, ceil, p, true
 }
 
 // filterDesc renders a dumped filter the way filterOp describes a planned

@@ -77,7 +77,8 @@ func framesFrom(ns *testNS, from, to string, n, size int) [][]byte {
 // burst behind 64 kbit/s, changes the rate up and down while it is
 // queued, and checks
 // after each change that the kernel holds exactly plan.Rerate's tree
-// (Matches: every option and the stab, rates included), that the qdiscs
+// (Matches: every option and the stab, rates included) and ShaperRate
+// reads the new rate back, that the qdiscs
 // are the same ones (handles, and counters that kept counting: no
 // packet of the burst was lost to a reset), and that the burst was still
 // queued after the change (the queue was not flushed).
@@ -123,6 +124,9 @@ func rateChangeCycle(t *testing.T, ns *testNS, c *Conn, q *config.Queue) {
 			if err != nil || !ok {
 				t.Fatalf("%s at %d kbit/s: Matches ok=%v err=%v diff:\n%s\ntc says:\n%s", dev, kbit, ok, err, diff,
 					ns.sh(t, "tc", "-d", "qdisc", "show", "dev", dev)+ns.sh(t, "tc", "-d", "class", "show", "dev", dev))
+			}
+			if got, err := c.ShaperRate(dev); err != nil || got != kbit*1000 {
+				t.Errorf("%s: ShaperRate = %d, %v after a change to %d kbit/s", dev, got, err, kbit)
 			}
 			if handles, _, _ := leafCounts(t, c, dev); strings.Join(handles, ",") != strings.Join(before, ",") {
 				t.Errorf("%s: qdiscs %v after the change, %v before", dev, handles, before)

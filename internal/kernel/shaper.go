@@ -153,3 +153,40 @@ func cakeTinSums(x []byte) (marks uint64, maxDelayUS uint32) {
 	}
 	return marks, maxDelayUS
 }
+
+// ShaperRate reads the rate dev's shaper runs at now, in bits/s: the
+// root's own for cake and tbf, the top class's for htb (0: no shaper at
+// the root). An autorate loop changes it in place, so `sqm status`
+// compares the rest of an autorated tree at this rate
+// (service.AutorateDrift) instead of at a rate the daemon would have to
+// write to a file at every change.
+func (c *Conn) ShaperRate(dev string) (uint64, error) {
+	l, err := c.linkByName(dev)
+	if err != nil {
+		return 0, fmt.Errorf("shaper rate %s: %w", dev, err)
+	}
+	qs, err := c.dump(dumpQdiscs, l.Index, 0)
+	if err != nil {
+		return 0, fmt.Errorf("shaper rate %s: %w", dev, err)
+	}
+	t := tree{qdiscs: qs}
+	root := t.root()
+	switch {
+	case root == nil:
+		return 0, nil
+	case root.Kind != "htb":
+		return rootRate(root), nil
+	}
+	cls, err := c.dump(dumpClasses, l.Index, 0)
+	if err != nil {
+		return 0, fmt.Errorf("shaper rate %s: %w", dev, err)
+	}
+	for i := range cls {
+		// The kernel reports a top class's parent as the root.
+		if cl := &cls[i]; cl.Kind == "htb" && cl.Parent == plan.HandleRoot && cl.Handle.Major() == root.Handle.Major() {
+			r, _, _, _ := htbRates(cl)
+			return 8 * r, nil
+		}
+	}
+	return 0, nil
+}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"sqm/internal/config"
 	"sqm/internal/json"
 	"sqm/internal/logger"
 	"sqm/internal/plan"
@@ -34,9 +33,6 @@ type AutorateRunner interface {
 	Hold(f func(running *plan.Plan) error) error
 	// Status is the loop's state for `sqm status` and the metrics.
 	Status() AutorateStatus
-	// Changed receives (without blocking the loop; one pending at most)
-	// when a rate changed, so that the status file follows at once.
-	Changed() <-chan struct{}
 	// Close releases the loop's sockets after Run returned.
 	Close() error
 }
@@ -136,8 +132,7 @@ func (s *Store) saveAutorate(st *AutorateStatus) error {
 	if err := checkIfaceName(st.Interface); err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	// Compact and not synced: it is rewritten at every rate change (a few
-	// times a second under load) and each tick of the daemon's second.
+	// Compact and not synced: it is rewritten each second under load.
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("state: encode %s: %w", s.autoratePath(st.Interface), err)
@@ -238,18 +233,19 @@ func (a *autorates) launch(st *State) {
 	run.cancel = cancel
 	go func() {
 		defer close(run.done)
-		// The status file is written as soon as a rate changed, so
-		// that `sqm status` compares the kernel's tree with the rates
-		// that run (AutorateDrift), and once a second for the figures
-		// that move (every statusIdleEvery while the link is idle).
+		// The status file is written once a second (every
+		// statusIdleEvery while the link is idle), not at each rate
+		// change: `sqm status` compares the tree at the rate the kernel
+		// runs (AutorateDrift), and under load the writes at each change
+		// (four a second) were a third of the daemon's CPU.
 		tk := time.NewTicker(time.Second)
 		defer tk.Stop()
 		errc := make(chan error, 1)
 		go func() { errc <- run.r.Run(ctx) }()
 		var written time.Time
-		write := func(changed bool) {
+		write := func(last bool) {
 			s := run.r.Status()
-			if !statusDue(changed, &s, time.Since(written)) {
+			if !statusDue(last, &s, time.Since(written)) {
 				return
 			}
 			written = time.Now()
@@ -265,8 +261,6 @@ func (a *autorates) launch(st *State) {
 			select {
 			case <-tk.C:
 				write(false)
-			case <-run.r.Changed():
-				write(true)
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
 					run.err = err.Error() + "; shaping at the base rates"
@@ -286,11 +280,11 @@ func (a *autorates) launch(st *State) {
 // largest cost (a third of its CPU in the lab's VM).
 const statusIdleEvery = 2500 * time.Millisecond
 
-// statusDue says whether the status file is written now: at once after
-// a change, else once a second (the ticker's), or every statusIdleEvery
+// statusDue says whether the status file is written now: the loop's last
+// word, else once a second (the ticker's), or every statusIdleEvery
 // (since the last write) while the link is idle.
-func statusDue(changed bool, s *AutorateStatus, since time.Duration) bool {
-	return changed || !s.Running || !s.Idle || since >= statusIdleEvery
+func statusDue(last bool, s *AutorateStatus, since time.Duration) bool {
+	return last || !s.Running || !s.Idle || since >= statusIdleEvery
 }
 
 func (run *autorateRun) stop() {
@@ -383,66 +377,76 @@ func (k autorateKernel) Remove(o *Owned) error {
 	return k.Kernel.Remove(o)
 }
 
+// AutorateDriftKernel is what AutorateDrift needs from the kernel.
+type AutorateDriftKernel interface {
+	DriftKernel
+	// ShaperRate is the rate dev's shaper runs at now, bits/s.
+	ShaperRate(dev string) (uint64, error)
+}
+
 // AutorateDrift is Drift for a queue the daemon autorates (ar its status
-// file): the kernel's tree is compared with the plan at the rates ar says
-// run. The file follows a rate change at once, but a change may fall
-// between its write and the kernel's dump, so a difference is checked again with the file read anew (reread) after
-// AutorateRecheck, up to three times, before it is reported.
-func AutorateDrift(k DriftKernel, planner PlanFunc, st *State, ar *AutorateStatus, reread func() *AutorateStatus) string {
-	diff := ""
-	for try := 0; try < 3 && ar != nil; try++ {
-		mtu, err := k.LinkMTU(st.Interface)
+// file). The loop changes each shaper's rate in place, so the kernel's
+// tree is compared with the plan at the rate the kernel runs, as long as
+// that rate is within the direction's autorate range; a rate outside it
+// is drift. The kernel owns the running rate: the status file, written
+// once a second, may be a few changes behind. A rate someone else set
+// within the range is not told from autorate's.
+func AutorateDrift(k AutorateDriftKernel, planner PlanFunc, st *State, ar *AutorateStatus) string {
+	mtu, err := k.LinkMTU(st.Interface)
+	if err != nil {
+		return err.Error()
+	}
+	p, err := planner(&st.Queue, mtu)
+	if err != nil {
+		return "cannot rebuild the applied plan: " + err.Error()
+	}
+	for _, ingress := range []bool{false, true} {
+		d, t := ar.Upload, p.Egress
+		if ingress {
+			d, t = ar.Download, nil
+			if p.Ingress != nil {
+				t = p.Ingress.Shaper
+			}
+		}
+		if d == nil || t == nil {
+			continue
+		}
+		bits, err := k.ShaperRate(t.Device)
 		if err != nil {
 			return err.Error()
 		}
-		p, err := planner(&st.Queue, mtu)
+		kbit := bits / 1000
+		if kbit < d.MinKbit || kbit > d.MaxKbit {
+			return fmt.Sprintf("%s: %s rate %d kbit/s is outside autorate's %d..%d", t.Device, dirWord(ingress), kbit, d.MinKbit, d.MaxKbit)
+		}
+		if kbit == t.RateKbit {
+			continue
+		}
+		nt, err := plan.Rerate(&st.Queue, plan.Env{MTU: mtu}, ingress, kbit)
 		if err != nil {
-			return "cannot rebuild the applied plan: " + err.Error()
-		}
-		if err := rerated(p, &st.Queue, mtu, ar); err != nil {
 			return err.Error()
 		}
-		ok, d, err := k.Matches(p)
-		switch {
-		case err != nil:
-			return err.Error()
-		case ok:
-			return ""
-		}
-		diff = d
-		if try < 2 {
-			time.Sleep(AutorateRecheck)
-			ar = reread()
+		if ingress {
+			in := *p.Ingress
+			in.Shaper = nt
+			p.Ingress = &in
+		} else {
+			p.Egress = nt
 		}
 	}
-	if ar == nil {
-		return Drift(k, planner, st)
+	ok, diff, err := k.Matches(p)
+	switch {
+	case err != nil:
+		return err.Error()
+	case ok:
+		return ""
 	}
 	return diff
 }
 
-// AutorateRecheck is how long AutorateDrift waits before it compares
-// again: longer than a status write, shorter than two rate changes
-// (at most one per 100 ms tick).
-var AutorateRecheck = 150 * time.Millisecond
-
-// rerated puts p's trees at the rates ar reports (plan.Rerate).
-func rerated(p *plan.Plan, q *config.Queue, mtu int, ar *AutorateStatus) error {
-	if d := ar.Upload; d != nil && p.Egress != nil && d.RateKbit != p.Egress.RateKbit {
-		t, err := plan.Rerate(q, plan.Env{MTU: mtu}, false, d.RateKbit)
-		if err != nil {
-			return err
-		}
-		p.Egress = t
+func dirWord(ingress bool) string {
+	if ingress {
+		return "download"
 	}
-	if d := ar.Download; d != nil && p.Ingress != nil && p.Ingress.Shaper != nil && d.RateKbit != p.Ingress.Shaper.RateKbit {
-		t, err := plan.Rerate(q, plan.Env{MTU: mtu}, true, d.RateKbit)
-		if err != nil {
-			return err
-		}
-		in := *p.Ingress
-		in.Shaper = t
-		p.Ingress = &in
-	}
-	return nil
+	return "upload"
 }

@@ -69,8 +69,6 @@ func (r *autorunRunner) Run(ctx context.Context) error { return r.loop.Run(ctx) 
 
 func (r *autorunRunner) Hold(f func(*plan.Plan) error) error { return r.k.Hold(f) }
 
-func (r *autorunRunner) Changed() <-chan struct{} { return r.loop.Changed() }
-
 func (r *autorunRunner) Close() error {
 	r.prober.Close()
 	return r.k.Close()

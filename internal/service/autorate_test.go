@@ -80,8 +80,6 @@ func (r *fakeRunner) Status() AutorateStatus {
 	return AutorateStatus{Running: true, Upload: &AutorateDir{RateKbit: r.rate, Reason: "increase", LastChange: "increase"}, Reflectors: []AutorateReflector{}}
 }
 
-func (r *fakeRunner) Changed() <-chan struct{} { return nil }
-
 func (r *fakeRunner) Close() error {
 	r.mu.Lock()
 	r.closed = true
@@ -232,20 +230,20 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 
 func TestStatusDue(t *testing.T) {
 	for _, tt := range []struct {
-		changed, running, idle bool
-		since                  time.Duration
-		want                   bool
+		last, running, idle bool
+		since               time.Duration
+		want                bool
 	}{
 		{false, true, false, time.Second, true},          // loaded: every tick
 		{false, true, true, time.Second, false},          // idle: not yet
 		{false, true, true, 2 * time.Second, false},      // idle: not yet
 		{false, true, true, statusIdleEvery, true},       // idle: due
-		{true, true, true, 100 * time.Millisecond, true}, // a rate change: at once
+		{true, true, true, 100 * time.Millisecond, true}, // the loop ended: at once
 		{false, false, true, time.Second, true},          // stopped: its last word
 	} {
 		s := AutorateStatus{Running: tt.running, Idle: tt.idle}
-		if got := statusDue(tt.changed, &s, tt.since); got != tt.want {
-			t.Errorf("changed %v running %v idle %v, %v since the last write: due %v, want %v", tt.changed, tt.running, tt.idle, tt.since, got, tt.want)
+		if got := statusDue(tt.last, &s, tt.since); got != tt.want {
+			t.Errorf("last %v running %v idle %v, %v since the last write: due %v, want %v", tt.last, tt.running, tt.idle, tt.since, got, tt.want)
 		}
 	}
 }
