@@ -159,6 +159,7 @@ Example:
 				}
 			}
 			setDaemonGC(env.Getenv)
+			setDaemonProcs(env.Getenv)
 			// The page's address and logins are checked, and its port
 			// bound, before anything touches the kernel.
 			page, err := prepareWeb(env, fs, configSource(fs))

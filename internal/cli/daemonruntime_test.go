@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -21,5 +22,24 @@ func TestDaemonGC(t *testing.T) {
 	}
 	if got := setDaemonGC(env); got != 60 || debug.SetGCPercent(100) != 60 {
 		t.Errorf("with GOGC=60: %d, want it left at 60", got)
+	}
+}
+
+func TestDaemonProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(4)
+	defer runtime.GOMAXPROCS(prev)
+	if got := setDaemonProcs(func(string) string { return "" }); got != 1 || runtime.GOMAXPROCS(0) != 1 {
+		t.Errorf("without GOMAXPROCS: %d (runtime %d), want 1", got, runtime.GOMAXPROCS(0))
+	}
+	// GOMAXPROCS wins: the runtime read it at start; sqm leaves it alone.
+	runtime.GOMAXPROCS(3)
+	env := func(k string) string {
+		if k == "GOMAXPROCS" {
+			return "3"
+		}
+		return ""
+	}
+	if got := setDaemonProcs(env); got != 3 || runtime.GOMAXPROCS(0) != 3 {
+		t.Errorf("with GOMAXPROCS=3: %d, want it left at 3", got)
 	}
 }
