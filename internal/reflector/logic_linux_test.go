@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"sqm/internal/irtt"
 )
 
 // socketless makes a prober for targets without sockets (sends fail
@@ -174,4 +176,51 @@ func TestWiden(t *testing.T) {
 			t.Errorf("next %#x: widen(%#x) = %#x, want %#x", tt.next, tt.s, got, tt.want)
 		}
 	}
+}
+
+// TestWaiting: a socket is read only while a reply is due on it: a probe
+// in flight (until answered, lost or forgotten by a replacement) or an
+// irtt session being opened.
+func TestWaiting(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.1")
+	p, _ := socketless(t, 50*time.Millisecond,
+		Target{Addr: a, Kind: ICMPEcho},
+		Target{Addr: a, Kind: UDPIRTT})
+	emit := func(*Sample) {}
+	check := func(what string, icmp, udp bool) {
+		t.Helper()
+		if got := p.waiting(sockICMP4); got != icmp {
+			t.Errorf("%s: ICMP socket waiting %v, want %v (in flight %v)", what, got, icmp, p.inflight)
+		}
+		if got := p.waiting(sockUDP4); got != udp {
+			t.Errorf("%s: UDP socket waiting %v, want %v (in flight %v)", what, got, udp, p.inflight)
+		}
+	}
+	check("start", false, true) // the irtt session is not open yet
+	sess, err := irtt.ParseOpenReply(irttOpenReply(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.targets[1].sess = sess
+	check("session open", false, false)
+
+	p.send(0, emit)
+	check("echo sent", true, false)
+	sl := &p.ring[(p.next-1)&p.mask]
+	b := appendEcho(nil, icmp4Echo, p.icmpID, sl.seq)
+	b[0] = icmp4EchoReply
+	now := time.Now()
+	p.icmp4(b, a, now, now, emit)
+	check("echo answered", false, false)
+
+	p.send(0, emit)
+	p.send(1, emit)
+	check("both sent", true, true)
+	p.expire(time.Now().Add(time.Second), emit)
+	check("both lost", false, false)
+
+	p.send(0, emit)
+	p.replace[0] = Target{Addr: netip.MustParseAddr("192.0.2.2"), Kind: ICMPEcho} // Replace, without its socket check
+	p.applyReplacements()
+	check("replaced in flight", false, false)
 }

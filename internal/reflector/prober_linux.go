@@ -53,6 +53,9 @@ type Prober struct {
 	ring       []pending
 	mask       uint32
 	tail, next uint32
+	// inflight counts the live probes per socket: drain reads a socket
+	// only while it waits for something on it.
+	inflight [nSocks]int
 
 	// every is how often each target is probed now (Config.Interval, or
 	// SetInterval's), owned by Poll; want is SetInterval's, under mu.
@@ -100,6 +103,7 @@ type pending struct {
 	seq    uint32
 	target int32
 	live   bool
+	sock   uint8 // the socket it was sent on (inflight)
 	kind   Kind
 	orig   uint32 // ICMP timestamp: the originate stamp sent
 	sent   time.Time
@@ -414,7 +418,7 @@ func (p *Prober) applyReplacements() {
 	for i, t := range p.replace {
 		for s := p.tail; s != p.next; s++ {
 			if sl := &p.ring[s&p.mask]; sl.live && int(sl.target) == i {
-				sl.live = false
+				p.settle(sl)
 			}
 		}
 		delete(p.replace, i)
@@ -507,7 +511,8 @@ func (p *Prober) send(i int, emit func(*Sample)) {
 	// A failed send (no route while the WAN is down) is a probe that
 	// will not be answered: it is reported lost after the timeout.
 	unix.Sendto(p.socks[ts.sock].fd, b, 0, ts.sa)
-	*sl = pending{seq: seq, target: int32(i), live: true, kind: ts.kind, orig: orig, sent: now}
+	*sl = pending{seq: seq, target: int32(i), live: true, sock: uint8(ts.sock), kind: ts.kind, orig: orig, sent: now}
+	p.inflight[ts.sock]++
 	p.next++
 }
 
@@ -527,7 +532,7 @@ func (p *Prober) expire(now time.Time, emit func(*Sample)) {
 
 // lose reports the probe in sl lost, and counts it against its target.
 func (p *Prober) lose(sl *pending, now time.Time, emit func(*Sample)) {
-	sl.live = false
+	p.settle(sl)
 	i := int(sl.target)
 	ts := &p.targets[i]
 	switch {
@@ -548,10 +553,36 @@ func (p *Prober) lose(sl *pending, now time.Time, emit func(*Sample)) {
 	emit(&p.sample)
 }
 
-// drain reads socket s until it has nothing more.
+// settle ends sl's probe: answered, lost or forgotten.
+func (p *Prober) settle(sl *pending) {
+	sl.live = false
+	p.inflight[sl.sock]--
+}
+
+// waiting says whether socket s may hold a reply the prober waits for: a
+// probe in flight on it, or an irtt session being opened.
+func (p *Prober) waiting(s int) bool {
+	if p.inflight[s] > 0 {
+		return true
+	}
+	for i := range p.targets {
+		if ts := &p.targets[i]; ts.sock == s && ts.kind == UDPIRTT && ts.sess == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// drain reads socket s while it may hold a reply the prober waits for,
+// and until it has nothing more. A socket with nothing in flight is not
+// read: on a router's slow core a read that finds nothing is a system
+// call like any other, and this saves two a tick. Anything else that
+// arrived there (a late duplicate, another program's ping reply on a raw
+// socket) waits for the next read, which takes it before the replies
+// behind it.
 func (p *Prober) drain(s int, emit func(*Sample)) {
 	fd := p.socks[s].fd
-	for {
+	for p.waiting(s) {
 		n, from, at, ok := p.recv(fd)
 		if !ok {
 			return
@@ -758,7 +789,7 @@ func (p *Prober) match(seq uint32, kind Kind, from netip.Addr) (*pending, int) {
 // emitReply reports the reply to sl received at (kernel stamp) and read
 // at now; turn is the reflector's receive-to-send time, if known.
 func (p *Prober) emitReply(i int, sl *pending, at, now time.Time, turn time.Duration, oneWay bool, up, down time.Duration, emit func(*Sample)) {
-	sl.live = false
+	p.settle(sl)
 	rtt := at.Sub(sl.sent)
 	if turn > 0 && turn < rtt {
 		rtt -= turn
