@@ -238,17 +238,17 @@ func (a *autorates) launch(st *State) {
 		// change: `sqm status` compares the tree at the rate the kernel
 		// runs (AutorateDrift), and under load the writes at each change
 		// (four a second) were a third of the daemon's CPU.
-		tk := time.NewTicker(time.Second)
+		every := time.Second
+		tk := time.NewTicker(every)
 		defer tk.Stop()
 		errc := make(chan error, 1)
 		go func() { errc <- run.r.Run(ctx) }()
-		var written time.Time
-		write := func(last bool) {
+		write := func() {
 			s := run.r.Status()
-			if !statusDue(last, &s, time.Since(written)) {
-				return
+			if d := statusEvery(&s); d != every {
+				every = d
+				tk.Reset(d)
 			}
-			written = time.Now()
 			s.Interface, s.Section, s.PID, s.UpdatedAt = st.Interface, st.Section, os.Getpid(), time.Now().UTC()
 			if run.err != "" {
 				s.Error, s.Fallback = run.err, true
@@ -260,13 +260,13 @@ func (a *autorates) launch(st *State) {
 		for {
 			select {
 			case <-tk.C:
-				write(false)
+				write()
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
 					run.err = err.Error() + "; shaping at the base rates"
 					a.log.Error("autorate stopped; the queue keeps its base rates", "interface", st.Interface, "err", err)
 				}
-				write(true)
+				write()
 				run.r.Close()
 				return
 			}
@@ -280,11 +280,13 @@ func (a *autorates) launch(st *State) {
 // largest cost (a third of its CPU in the lab's VM).
 const statusIdleEvery = 2500 * time.Millisecond
 
-// statusDue says whether the status file is written now: the loop's last
-// word, else once a second (the ticker's), or every statusIdleEvery
-// (since the last write) while the link is idle.
-func statusDue(last bool, s *AutorateStatus, since time.Duration) bool {
-	return last || !s.Running || !s.Idle || since >= statusIdleEvery
+// statusEvery is how often the status file is written after s: once a
+// second, or every statusIdleEvery while the loop runs on an idle link.
+func statusEvery(s *AutorateStatus) time.Duration {
+	if s.Running && s.Idle {
+		return statusIdleEvery
+	}
+	return time.Second
 }
 
 func (run *autorateRun) stop() {

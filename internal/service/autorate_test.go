@@ -228,22 +228,19 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 	}
 }
 
-func TestStatusDue(t *testing.T) {
+func TestStatusEvery(t *testing.T) {
 	for _, tt := range []struct {
-		last, running, idle bool
-		since               time.Duration
-		want                bool
+		running, idle bool
+		want          time.Duration
 	}{
-		{false, true, false, time.Second, true},          // loaded: every tick
-		{false, true, true, time.Second, false},          // idle: not yet
-		{false, true, true, 2 * time.Second, false},      // idle: not yet
-		{false, true, true, statusIdleEvery, true},       // idle: due
-		{true, true, true, 100 * time.Millisecond, true}, // the loop ended: at once
-		{false, false, true, time.Second, true},          // stopped: its last word
+		{true, false, time.Second},    // loaded
+		{true, true, statusIdleEvery}, // idle
+		{false, true, time.Second},    // stopped
+		{false, false, time.Second},   // stopped
 	} {
 		s := AutorateStatus{Running: tt.running, Idle: tt.idle}
-		if got := statusDue(tt.last, &s, tt.since); got != tt.want {
-			t.Errorf("last %v running %v idle %v, %v since the last write: due %v, want %v", tt.last, tt.running, tt.idle, tt.since, got, tt.want)
+		if got := statusEvery(&s); got != tt.want {
+			t.Errorf("running %v idle %v: every %v, want %v", tt.running, tt.idle, got, tt.want)
 		}
 	}
 }
