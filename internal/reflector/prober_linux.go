@@ -358,8 +358,8 @@ func (p *Prober) SetInterval(d time.Duration) {
 }
 
 // Poll does, without waiting, what the time since the last call asks:
-// it reads the replies that arrived (matched by their kernel receive
-// stamps), reports the probes older than the timeout lost, and sends the
+// it reads the replies that arrived (timed by their kernel receive
+// stamps, not by when they are read), reports the probes older than the timeout lost, and sends the
 // probes due, calling emit with each sample. A caller polls at least as
 // often as the probe interval, as the daemon's loop does at each tick; a
 // probe is sent when it is due within half an interval, so that a tick a
