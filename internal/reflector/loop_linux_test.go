@@ -562,34 +562,61 @@ func TestApplyIntervalFaster(t *testing.T) {
 }
 
 // TestPollEveryInterval: a caller that polls once an interval (the
-// daemon's loop at each tick) gets one probe per target at every poll,
-// however its ticks fall against the probes' schedule: a probe due a
-// little after a tick goes out at that tick, not a whole tick later.
+// daemon's loop at each idle tick) gets one probe per target at every
+// poll, however its polls fall against the probes' schedule: a probe due
+// a little after a poll goes out at that poll, not a whole interval
+// later. One that polls twice an interval (the loaded loop) gets one per
+// target at every other poll: the poll between, under half an interval
+// before the probes are due, does not send them early.
 func TestPollEveryInterval(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
-	const every = 20 * time.Millisecond
-	p, err := newProber(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Port: 9, Kind: UDPSQM}}, Interval: every, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tg := range p.cfg.Targets {
-		p.setTarget(i, tg) // no sockets: the sends fail, the schedule is what is tested
-	}
-	// The first poll comes a quarter interval after the ticker's start,
-	// so every later tick comes that much before a probe is due.
-	tk := time.NewTicker(every)
-	defer tk.Stop()
-	time.Sleep(every / 4)
-	for n := 1; n <= 30; n++ {
-		if n > 1 {
-			<-tk.C
-		}
-		before := p.next
-		if err := p.Poll(func(*Sample) {}); err != nil {
+	// Long enough that a poll must be 22 ms late to send early.
+	const every = 120 * time.Millisecond
+	for _, tt := range []struct {
+		name string
+		tick time.Duration
+		// lead: the ticker starts this long before the first poll, which
+		// sets the probes' schedule (negative: after it).
+		lead time.Duration
+		want []uint32 // probes sent per poll, repeating
+	}{
+		// Every tick comes an eighth of an interval before the probes
+		// are due.
+		{"once", every, every / 8, []uint32{2}},
+		// The ticks between come 7/16 of an interval before they are due.
+		{"twice", every / 2, -every / 16, []uint32{2, 0}},
+	} {
+		p, err := newProber(Config{Targets: []Target{{Addr: lo, Kind: ICMPEcho}, {Addr: lo, Port: 9, Kind: UDPSQM}}, Interval: every, Timeout: time.Second})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if sent := p.next - before; sent != 2 {
-			t.Fatalf("poll %d sent %d probes, want one per target", n, sent)
+		for i, tg := range p.cfg.Targets {
+			p.setTarget(i, tg) // no sockets: the sends fail, the schedule is what is tested
 		}
+		poll := func(n int) {
+			t.Helper()
+			before := p.next
+			if err := p.Poll(func(*Sample) {}); err != nil {
+				t.Fatal(err)
+			}
+			if sent, want := p.next-before, tt.want[n%len(tt.want)]; sent != want {
+				t.Fatalf("%s: poll %d sent %d probes, want %d", tt.name, n+1, sent, want)
+			}
+		}
+		var tk *time.Ticker
+		if tt.lead > 0 {
+			tk = time.NewTicker(tt.tick)
+			time.Sleep(tt.lead)
+			poll(0)
+		} else {
+			poll(0)
+			time.Sleep(-tt.lead)
+			tk = time.NewTicker(tt.tick)
+		}
+		for n := 1; n < 15; n++ {
+			<-tk.C
+			poll(n)
+		}
+		tk.Stop()
 	}
 }

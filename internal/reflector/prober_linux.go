@@ -359,12 +359,14 @@ func (p *Prober) SetInterval(d time.Duration) {
 
 // Poll does, without waiting, what the time since the last call asks:
 // it reads the replies that arrived (timed by their kernel receive
-// stamps, not by when they are read), reports the probes older than the timeout lost, and sends the
-// probes due, calling emit with each sample. A caller polls at least as
-// often as the probe interval, as the daemon's loop does at each tick; a
-// probe is sent when it is due within half an interval, so that a tick a
-// little early does not put it off by a whole one. emit must not keep the
-// *Sample (it is reused). Poll fails only once the prober is closed.
+// stamps, not by when they are read), reports the probes older than the
+// timeout lost, and sends the probes due, calling emit with each sample.
+// A caller polls once or twice an interval, as the daemon's loop does (at
+// each tick, and half a tick before while the link is loaded). A probe is
+// sent when it is due within a quarter interval, so that a poll a little
+// early does not put it off by a whole interval, and one a half interval
+// early does not send it twice. emit must not keep the *Sample (it is
+// reused). Poll fails only once the prober is closed.
 func (p *Prober) Poll(emit func(*Sample)) error {
 	p.mu.Lock()
 	closed := p.closed
@@ -388,7 +390,7 @@ func (p *Prober) Poll(emit func(*Sample)) error {
 	}
 	now = time.Now()
 	p.expire(now, emit)
-	p.sendDue(now, now.Add(p.every/2), emit)
+	p.sendDue(now, now.Add(p.every/4), emit)
 	return nil
 }
 
@@ -457,7 +459,7 @@ func (p *Prober) closeSession(i int) {
 }
 
 // sendDue sends the probes due by due (now, or a little later: Poll's
-// half interval).
+// quarter interval).
 func (p *Prober) sendDue(now, due time.Time, emit func(*Sample)) {
 	for i := range p.targets {
 		ts := &p.targets[i]
