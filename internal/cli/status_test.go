@@ -415,6 +415,7 @@ func TestStatusAutorate(t *testing.T) {
 		{2500, ""},
 		{25000, "eth1: upload rate 25000 kbit/s is outside autorate's 2500..20000"},
 		{2000, "eth1: upload rate 2000 kbit/s is outside autorate's 2500..20000"},
+		{0, "egress root: cake bandwidth: want 10000kbit, have 0kbit"}, // no shaper: Matches's own words
 	} {
 		k := rateStatus{k.fakeStatus, tt.kbit}
 		if d := statusReport(k, []*service.State{st}, nil, nil, now, store).Devices[0].Drift; d != tt.want {

@@ -417,6 +417,9 @@ func AutorateDrift(k AutorateDriftKernel, planner PlanFunc, st *State, ar *Autor
 		if err != nil {
 			return err.Error()
 		}
+		if bits == 0 {
+			continue // no shaper at the root: Matches says what is there
+		}
 		kbit := bits / 1000
 		if kbit < d.MinKbit || kbit > d.MaxKbit {
 			return fmt.Sprintf("%s: %s rate %d kbit/s is outside autorate's %d..%d", t.Device, dirWord(ingress), kbit, d.MinKbit, d.MaxKbit)
