@@ -41,7 +41,8 @@ type Shaper interface {
 // Prober is what the loop needs of a *reflector.Prober.
 type Prober interface {
 	// Poll reads the replies waiting, reports lost probes and sends the
-	// probes due, without waiting; the loop calls it at each tick.
+	// probes due, without waiting; the loop calls it at each tick and,
+	// loaded, half a tick before.
 	Poll(emit func(*reflector.Sample)) error
 	Replace(i int, t reflector.Target) error
 	// SetInterval: probe each target every d (the controller's idle

@@ -64,7 +64,7 @@ import (
 // shown stale"), 6 of 9 runs met it (3.61-4.81 s); the misses were a cut
 // just at the step, a run under the CPU profiler, and one at 5.03 Mbit/s.
 // Since the prober runs on the loop's tick (docs/autorate.md, "CPU: the
-// prober on the loop's tick"), 6 of 6 met it (3.51-4.71 s).
+// prober on the loop's tick"), 7 of 7 met it (3.51-4.71 s).
 func TestVMTraceAutorate(t *testing.T) {
 	testutil.RequireVM(t)
 	run := runStepAutorate(t, false)
