@@ -41,8 +41,7 @@ type Shaper interface {
 // Prober is what the loop needs of a *reflector.Prober.
 type Prober interface {
 	// Poll reads the replies waiting, reports lost probes and sends the
-	// probes due, without waiting; the loop calls it at each tick and,
-	// loaded, half a tick before.
+	// probes due, without waiting; the loop calls it at each tick.
 	Poll(emit func(*reflector.Sample)) error
 	Replace(i int, t reflector.Target) error
 	// SetInterval: probe each target every d (the controller's idle
@@ -448,30 +447,24 @@ func (l *Loop) Status(st *Status) {
 }
 
 // Run ticks the loop every Interval until ctx ends, polling the prober
-// before each tick's Step, then puts the base rates back (the tree as it
-// was applied). A prober that fails puts the rates back at their bases
-// and ends Run with its error: the queue stays shaped.
+// before each tick's Step (so that the replies read reach the controller
+// in the same tick), then puts the base rates back (the tree as it was
+// applied). A prober that fails puts the rates back at their bases and
+// ends Run with its error: the queue stays shaped.
 //
-// While the link is loaded the prober is also polled half a tick before
-// each Step, where the probes go out: polled only at the tick, a probe
-// sent there was answered within a round trip but read, and acted on, a
-// whole tick later, and the loop saw the queue 70-85 ms late instead of
-// 30-40. Idle, one poll a tick is enough.
+// One poll a tick means a probe sent at a tick is acted on at the next,
+// 70-85 ms after it crossed the queue. A second poll half a tick before
+// each Step, sending the probes there, was tried and measured (five runs
+// each of the step trace in the VM): download p95 40.1 ms against 39.5,
+// and 24 % more CPU (docs/autorate.md, "CPU: the prober on the loop's
+// tick").
 func (l *Loop) Run(ctx context.Context) error {
 	origin := time.Now()
 	every := l.Interval()
-	split := every == l.cfg.Controller.ProbeInterval
-	period := func() time.Duration {
-		if split {
-			return every / 2
-		}
-		return every
-	}
-	tk := time.NewTicker(period())
+	tk := time.NewTicker(every)
 	defer tk.Stop()
 	poll := func() error { return l.cfg.Prober.Poll(l.Emit) }
 	perr := poll() // the first probes go out now, not a tick from now
-	sendPhase := false
 	for perr == nil {
 		select {
 		case <-ctx.Done():
@@ -483,16 +476,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		if perr = poll(); perr != nil {
 			break
 		}
-		if split && sendPhase {
-			sendPhase = false
-			continue
-		}
-		sendPhase = true
 		l.Step(time.Since(origin), origin)
 		if d := l.Interval(); d != every {
 			every = d
-			split = every == l.cfg.Controller.ProbeInterval
-			tk.Reset(period())
+			tk.Reset(d)
 		}
 	}
 	l.fallBack(time.Since(origin), "probes failed: "+perr.Error())

@@ -565,9 +565,9 @@ func TestApplyIntervalFaster(t *testing.T) {
 // daemon's loop at each idle tick) gets one probe per target at every
 // poll, however its polls fall against the probes' schedule: a probe due
 // a little after a poll goes out at that poll, not a whole interval
-// later. One that polls twice an interval (the loaded loop) gets one per
-// target at every other poll: the poll between, under half an interval
-// before the probes are due, does not send them early.
+// later. One that polls twice an interval gets one per target at every
+// other poll: the poll between, under half an interval before the probes
+// are due, does not send them early.
 func TestPollEveryInterval(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	// Long enough that a poll must be 22 ms late to send early.

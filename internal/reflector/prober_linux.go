@@ -361,9 +361,8 @@ func (p *Prober) SetInterval(d time.Duration) {
 // it reads the replies that arrived (timed by their kernel receive
 // stamps, not by when they are read), reports the probes older than the
 // timeout lost, and sends the probes due, calling emit with each sample.
-// A caller polls once or twice an interval, as the daemon's loop does (at
-// each tick, and half a tick before while the link is loaded). A probe is
-// sent when it is due within a quarter interval, so that a poll a little
+// A caller polls once or twice an interval (the daemon's loop polls at
+// each tick). A probe is sent when it is due within a quarter interval, so that a poll a little
 // early does not put it off by a whole interval, and one a half interval
 // early does not send it twice. emit must not keep the *Sample (it is
 // reused). Poll fails only once the prober is closed.
