@@ -394,59 +394,46 @@ type AutorateDriftKernel interface {
 // once a second, may be a few changes behind. A rate someone else set
 // within the range is not told from autorate's.
 func AutorateDrift(k AutorateDriftKernel, planner PlanFunc, st *State, ar *AutorateStatus) string {
-	mtu, err := k.LinkMTU(st.Interface)
-	if err != nil {
-		return err.Error()
-	}
-	p, err := planner(&st.Queue, mtu)
-	if err != nil {
-		return "cannot rebuild the applied plan: " + err.Error()
-	}
-	for _, ingress := range []bool{false, true} {
-		d, t := ar.Upload, p.Egress
-		if ingress {
-			d, t = ar.Download, nil
-			if p.Ingress != nil {
-				t = p.Ingress.Shaper
+	return drift(k, planner, st, func(p *plan.Plan, mtu int) string {
+		for _, ingress := range []bool{false, true} {
+			d, t := ar.Upload, p.Egress
+			if ingress {
+				d, t = ar.Download, nil
+				if p.Ingress != nil {
+					t = p.Ingress.Shaper
+				}
+			}
+			if d == nil || t == nil {
+				continue
+			}
+			bits, err := k.ShaperRate(t.Device)
+			if err != nil {
+				return err.Error()
+			}
+			if bits == 0 {
+				continue // no shaper at the root: Matches says what is there
+			}
+			kbit := bits / 1000
+			if kbit < d.MinKbit || kbit > d.MaxKbit {
+				return fmt.Sprintf("%s: %s rate %d kbit/s is outside autorate's %d..%d", t.Device, dirWord(ingress), kbit, d.MinKbit, d.MaxKbit)
+			}
+			if kbit == t.RateKbit {
+				continue
+			}
+			nt, err := plan.Rerate(&st.Queue, plan.Env{MTU: mtu}, ingress, kbit)
+			if err != nil {
+				return err.Error()
+			}
+			if ingress {
+				in := *p.Ingress
+				in.Shaper = nt
+				p.Ingress = &in
+			} else {
+				p.Egress = nt
 			}
 		}
-		if d == nil || t == nil {
-			continue
-		}
-		bits, err := k.ShaperRate(t.Device)
-		if err != nil {
-			return err.Error()
-		}
-		if bits == 0 {
-			continue // no shaper at the root: Matches says what is there
-		}
-		kbit := bits / 1000
-		if kbit < d.MinKbit || kbit > d.MaxKbit {
-			return fmt.Sprintf("%s: %s rate %d kbit/s is outside autorate's %d..%d", t.Device, dirWord(ingress), kbit, d.MinKbit, d.MaxKbit)
-		}
-		if kbit == t.RateKbit {
-			continue
-		}
-		nt, err := plan.Rerate(&st.Queue, plan.Env{MTU: mtu}, ingress, kbit)
-		if err != nil {
-			return err.Error()
-		}
-		if ingress {
-			in := *p.Ingress
-			in.Shaper = nt
-			p.Ingress = &in
-		} else {
-			p.Egress = nt
-		}
-	}
-	ok, diff, err := k.Matches(p)
-	switch {
-	case err != nil:
-		return err.Error()
-	case ok:
 		return ""
-	}
-	return diff
+	})
 }
 
 func dirWord(ingress bool) string {

@@ -735,6 +735,13 @@ type DriftKernel interface {
 // the kernel whether it holds that tree. It returns "" when it does, else
 // how it differs (or why it could not tell), on one line per difference.
 func Drift(k DriftKernel, planner PlanFunc, st *State) string {
+	return drift(k, planner, st, nil)
+}
+
+// drift is Drift with adjust, if set, applied to the rebuilt plan before
+// the kernel compares it (AutorateDrift's running rates); an adjust that
+// returns a difference ends the check with it.
+func drift(k DriftKernel, planner PlanFunc, st *State, adjust func(p *plan.Plan, mtu int) string) string {
 	mtu, err := k.LinkMTU(st.Interface)
 	if err != nil {
 		return err.Error()
@@ -742,6 +749,11 @@ func Drift(k DriftKernel, planner PlanFunc, st *State) string {
 	p, err := planner(&st.Queue, mtu)
 	if err != nil {
 		return "cannot rebuild the applied plan: " + err.Error()
+	}
+	if adjust != nil {
+		if d := adjust(p, mtu); d != "" {
+			return d
+		}
 	}
 	ok, diff, err := k.Matches(p)
 	switch {
