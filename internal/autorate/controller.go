@@ -160,9 +160,13 @@ type direction struct {
 	failed   uint64
 	failedAt time.Duration
 	cutCap   float64
-	passed   uint64 // a failure the rate went past without a queue, until 1.15x it
-	held     uint64
-	heldAt   time.Duration
+	// cutQ is the queue the last cut was sized for (the probes' delay
+	// grown by their age): a larger one seen after it means the cut
+	// was too shallow
+	cutQ   time.Duration
+	passed uint64 // a failure the rate went past without a queue, until 1.15x it
+	held   uint64
+	heldAt time.Duration
 	// lightAt is the latest tick the direction was lightly loaded with
 	// the delay under target (a stall, or the drain after one, is light
 	// too, but without replies or over target): the increase waits
@@ -908,6 +912,15 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			// shaper's falling count is a stall beginning, to be held,
 			// not a capacity to follow down)
 			lower := known && capEst < 0.97*s.cutCap && newReply
+			// bigger: the probes sent since show more queue than the cut
+			// was sized for, by more than the target. A load's start
+			// does this: the senders' slow start keeps filling the
+			// modem's FIFO after the probe that showed its beginning.
+			// Waiting for the drain to be overdue left 180 ms of it in
+			// the VM for a second (the simulation: TestLoadStartLongBurst).
+			// Not while those probes show it draining within DrainTime.
+			bigger := newProbe && s.postN > 0 && 2*s.postN >= s.kindN && s.qc > s.cutQ+target &&
+				(s.postSlope >= 0 || s.qc.Seconds()/-s.postSlope > cfg.DrainTime.Seconds())
 			// overdue: the drain at the pace probes sent since show would
 			// take more than four drain times, and our rate is what feeds
 			// the queue (the shaper full): cutting a rate the traffic
@@ -915,14 +928,30 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			full := s.queueing || float64(s.achieved) >= 0.95*r
 			overdue := full && now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
 				(s.postSlope >= 0 || s.q.Seconds()/-s.postSlope > 4*cfg.DrainTime.Seconds())
-			if !short && !lower && !overdue {
+			if !short && !lower && !overdue && !bigger {
 				break
 			}
-			if short && !lower && !overdue {
+			if short && !lower && !overdue && !bigger {
 				next = s.planned
 				if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 					next = lo
 				}
+				s.lastDec = now
+				reason = why
+				break
+			}
+			if bigger && !lower && !overdue {
+				// Cut by what the drain falls short of: the queue seen,
+				// emptied within DrainTime, against the pace the probes
+				// since the cut show it shrinking (or growing) at. The
+				// cut's other judgements stand (its capacity, its failed
+				// rate): only its size was wrong.
+				f := 1 - s.qc.Seconds()/cfg.DrainTime.Seconds() - min(s.postSlope, 0)
+				if lo := 1 - cfg.MaxDecreaseStep; f < lo {
+					f = lo
+				}
+				next = r * f
+				s.cutQ = s.qc
 				s.lastDec = now
 				reason = why
 				break
@@ -935,7 +964,13 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if fed, ok := s.meanRate(now-s.age, now); ok && fed > in && s.queueing {
 			in = fed // a full shaper fed the queue at the rates set since
 		}
-		if g := in/capEst - 1; g > 0 {
+		g := in/capEst - 1
+		if loadStart && s.slope > g {
+			// the senders' slow start feeds the queue far above any
+			// rate we know: the probes' slope is how fast it grows
+			g = s.slope
+		}
+		if g > 0 {
 			qNow += g * s.age.Seconds()
 		}
 		f := 1 - qNow/cfg.DrainTime.Seconds()
@@ -960,6 +995,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			next = lo
 		}
 		s.cutCap = capEst
+		s.cutQ = time.Duration(qNow * float64(time.Second))
 		if !loadStart {
 			// (a load's start remembered as a failed rate, its
 			// careful band held the VM's 8 Mbit/s step at 6.3-6.7

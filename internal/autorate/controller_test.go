@@ -777,3 +777,61 @@ func TestStaleFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadStartLongBurst: as TestLoadStartBurst, with the senders' start
+// longer than the probes take to show it, so that the first cut sees its
+// beginning only: a burst at the capacity for 200 ms, and a slow start
+// doubling every 50 ms from a quarter of the capacity to twice it (the
+// modem's queue up to 170-180 ms, as in the one failing run of
+// TestVMTraceAutorate, where the first second averaged 74 ms and the p95
+// went over its bound). The first cut counts the queue's growth since its
+// probes (their slope), and a cut that probes sent after it show too
+// shallow is deepened: the delay is under target within 1 s (1.12 s for
+// both without either), and the rate is back at 90 % of the capacity
+// within 2.5 s with utilisation over the first 3 s at least 85 %.
+func TestLoadStartLongBurst(t *testing.T) {
+	const c = 8 * mbit
+	bursts := []struct {
+		name string
+		at   []time.Duration
+		rate []float64
+	}{
+		{"flat", []time.Duration{0, loadAt, loadAt + 200*ms}, []float64{0, c, 0}},
+		{"slow-start", []time.Duration{0, loadAt, loadAt + 50*ms, loadAt + 100*ms, loadAt + 150*ms, loadAt + 200*ms},
+			[]float64{0, c / 4, c / 2, c, 2 * c, 0}},
+	}
+	for _, b := range bursts {
+		for _, tk := range ticks {
+			t.Run(b.name+"/"+tk.String(), func(t *testing.T) {
+				s := quietThenLoad(autorate.Down, 0.9*c, c, tk)
+				s.dir[autorate.Down].burst = steps(b.at, b.rate)
+				s.run(loadAt + 10*sec)
+				var most time.Duration
+				low, cut := math.Inf(1), time.Duration(0)
+				for _, r := range s.window(loadAt, loadAt+2*sec) {
+					most = max(most, r.delay[autorate.Down])
+					if r.rate[autorate.Down] < low {
+						low, cut = r.rate[autorate.Down], r.t
+					}
+				}
+				rec := s.recovery(autorate.Down, loadAt, 5*sec, target)
+				back := cut - loadAt + s.reach(autorate.Down, cut, 10*sec, 0.9)
+				u := s.utilisation(autorate.Down, loadAt, loadAt+3*sec)
+				t.Logf("queue up to %v; under target %v after the load began; 90 %% of the capacity after %v; utilisation %.3f over 3 s",
+					most.Round(ms), rec, back, u)
+				if most < 150*ms {
+					t.Fatalf("the burst queued only %v: the test tests nothing", most)
+				}
+				if rec > sec {
+					t.Errorf("delay back under target %v after the load began, want <= 1s", rec)
+				}
+				if back > 2500*ms {
+					t.Errorf("rate back at 90 %% of the capacity %v after the load began, want <= 2.5s", back)
+				}
+				if u < 0.85 {
+					t.Errorf("utilisation %.3f over the load's first 3 s, want >= 0.85", u)
+				}
+			})
+		}
+	}
+}
