@@ -22,7 +22,7 @@ func refreshAvailableQdiscs(log *logger.Logger, stateDir string) {
 	start := time.Now()
 	dir := filepath.Join(stateDir, "available_qdiscs")
 	p := features.NewProber()
-	avail, err := luci.RefreshQdiscs(dir, p.Qdisc, func(err error) bool { return errors.Is(err, features.ErrNotAvailable) })
+	avail, err := luci.RefreshQdiscs(dir, p.Qdiscs, func(err error) bool { return errors.Is(err, features.ErrNotAvailable) })
 	if err != nil {
 		log.Warn("available qdiscs for LuCI not fully refreshed", "dir", dir, "err", err)
 	}

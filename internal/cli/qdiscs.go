@@ -47,7 +47,7 @@ Example:
 			}
 			dir := filepath.Join(stateDir(env, fs), "available_qdiscs")
 			p := features.NewProber()
-			avail, err := luci.RefreshQdiscs(dir, p.Qdisc, func(err error) bool { return errors.Is(err, features.ErrNotAvailable) })
+			avail, err := luci.RefreshQdiscs(dir, p.Qdiscs, func(err error) bool { return errors.Is(err, features.ErrNotAvailable) })
 			for _, q := range avail {
 				fmt.Fprintln(env.Stdout, q)
 			}

@@ -112,21 +112,69 @@ func (p *Prober) check(t Type, name string) error {
 	return err
 }
 
+// Qdiscs is Qdisc for each of kinds, in one throwaway namespace (or on
+// one temporary IFB) rather than one each: making and tearing down a
+// namespace is most of a probe's cost, and the daemon probes every qdisc
+// luci-app-sqm may offer at each start (750 ms of the lab VM's start-up,
+// one namespace per kind). Each qdisc added is deleted before the next;
+// where that fails, the next kind gets a fresh namespace.
+func (p *Prober) Qdiscs(kinds []string) []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := make([]error, len(kinds))
+	var ns *throwawayNS
+	var in []int // the kinds probed in ns
+	done := func() {
+		if cerr := ns.Close(); cerr != nil {
+			for _, i := range in {
+				if errs[i] == nil || errors.Is(errs[i], ErrNotAvailable) {
+					f, _ := Lookup(TypeQdisc, kinds[i])
+					delete(p.known, f)
+					errs[i] = fmt.Errorf("features: probe %s: %w", f, cerr)
+				}
+			}
+		}
+		ns, in = nil, in[:0]
+	}
+	for i, k := range kinds {
+		f, ok := Lookup(TypeQdisc, k)
+		if !ok {
+			errs[i] = fmt.Errorf("features: unknown %s kind %q: the prober knows %s", TypeQdisc, k, strings.Join(namesOf(TypeQdisc), ", "))
+			continue
+		}
+		if err, ok := p.known[f]; ok {
+			errs[i] = err
+			continue
+		}
+		if ns == nil {
+			var err error
+			if ns, err = openProbeSpace(f); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
+		err := ns.probe(f)
+		in = append(in, i)
+		if err == nil || errors.Is(err, ErrNotAvailable) {
+			p.known[f] = err
+		}
+		errs[i] = err
+		if err == nil && ns.deleteQdisc(f) != nil {
+			done() // left on the device, it would make the next add fail
+		}
+	}
+	if ns != nil {
+		done()
+	}
+	return errs
+}
+
 // probe runs one probe in a fresh network namespace, or on a temporary
 // IFB where the kernel has no network namespaces.
 func probe(f Feature) (err error) {
-	ns, err := newThrowawayNS()
-	if errors.Is(err, unix.EINVAL) {
-		ns, err = newHostIFB()
-		if err != nil {
-			if f.Type == TypeLink && f.Name == "ifb" {
-				return classify(f, "add link", err)
-			}
-			return fmt.Errorf("features: probe %s: the kernel has no network namespaces, and the probe device could not be made: %w", f, err)
-		}
-	}
+	ns, err := openProbeSpace(f)
 	if err != nil {
-		return classify(f, "create network namespace", err)
+		return err
 	}
 	defer func() {
 		if cerr := ns.Close(); cerr != nil && (err == nil || errors.Is(err, ErrNotAvailable)) {
@@ -134,6 +182,26 @@ func probe(f Feature) (err error) {
 		}
 	}()
 	return ns.probe(f)
+}
+
+// openProbeSpace makes the space f is probed in: a fresh network
+// namespace, or a temporary IFB where the kernel has none. Its error is
+// f's probe's.
+func openProbeSpace(f Feature) (*throwawayNS, error) {
+	ns, err := newThrowawayNS()
+	if errors.Is(err, unix.EINVAL) {
+		ns, err = newHostIFB()
+		if err != nil {
+			if f.Type == TypeLink && f.Name == "ifb" {
+				return nil, classify(f, "add link", err)
+			}
+			return nil, fmt.Errorf("features: probe %s: the kernel has no network namespaces, and the probe device could not be made: %w", f, err)
+		}
+	}
+	if err != nil {
+		return nil, classify(f, "create network namespace", err)
+	}
+	return ns, nil
 }
 
 // unshareNet makes the calling thread's network namespace a new one. A
@@ -310,6 +378,19 @@ func (ns *throwawayNS) send(typ uint16, m tcMsg, attrs ...[]byte) error {
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
 		},
 		Data: data,
+	})
+	return err
+}
+
+// deleteQdisc deletes the qdisc a TypeQdisc probe of f added.
+func (ns *throwawayNS) deleteQdisc(f Feature) error {
+	parent := uint32(handleRoot)
+	if f.Name == "ingress" || f.Name == "clsact" {
+		parent = handleIngress
+	}
+	_, err := ns.nl.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_DELQDISC, Flags: netlink.Request | netlink.Acknowledge},
+		Data:   u32s(0, ns.dev, 0, parent, 0), // struct tcmsg: family AF_UNSPEC and padding, ifindex, handle, parent, info
 	})
 	return err
 }

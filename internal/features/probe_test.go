@@ -288,6 +288,88 @@ func withoutNetNS(t *testing.T, path string) *int {
 	return calls
 }
 
+// TestQdiscsOneSpace: Prober.Qdiscs answers as Qdisc does, kind by kind,
+// from one namespace, or without namespaces from one temporary IFB, which
+// it deletes. Before it the daemon made a namespace for each qdisc LuCI
+// may offer, at every start (750 ms of the lab VM's daemon start-up).
+func TestQdiscsOneSpace(t *testing.T) {
+	testutil.RequireRoot(t)
+	testQdiscsOneSpace(t)
+}
+
+// TestVMQdiscsOneSpace is TestQdiscsOneSpace on the VM's kernel, where
+// every qdisc exists, so each one is added and must be deleted before the
+// next.
+func TestVMQdiscsOneSpace(t *testing.T) {
+	testutil.RequireVM(t)
+	testQdiscsOneSpace(t)
+}
+
+func testQdiscsOneSpace(t *testing.T) {
+	var kinds []string
+	for _, f := range All() {
+		if f.Type == TypeQdisc {
+			kinds = append(kinds, f.Name)
+		}
+	}
+	kinds = append(kinds, kinds[0], "nosuch") // a repeat, and one the table lacks
+	ref := NewProber()
+	want := make([]error, len(kinds))
+	for i, k := range kinds[:len(kinds)-1] {
+		if want[i] = ref.Qdisc(k); want[i] != nil && !errors.Is(want[i], ErrNotAvailable) {
+			t.Fatalf("reference probe %s: %v", k, want[i])
+		}
+	}
+	for _, withNS := range []bool{true, false} {
+		t.Run(map[bool]string{true: "netns", false: "ifb"}[withNS], func(t *testing.T) {
+			var calls *int
+			var ns *netns.NS
+			if withNS {
+				old := unshareNet
+				calls = new(int)
+				unshareNet = func() error { *calls++; return old() }
+				t.Cleanup(func() { unshareNet = old })
+			} else {
+				ns = netns.NewT(t, "sqmfq")
+				calls = withoutNetNS(t, ns.Path())
+			}
+			errs := NewProber().Qdiscs(kinds)
+			for i, k := range kinds {
+				err := errs[i]
+				if k == "nosuch" {
+					if err == nil || !strings.Contains(err.Error(), "unknown qdisc kind") {
+						t.Errorf("%s: err = %v, want an unknown kind", k, err)
+					}
+					continue
+				}
+				if (err == nil) != (want[i] == nil) || (err != nil && !errors.Is(err, ErrNotAvailable)) {
+					t.Errorf("%s: %v; probed alone: %v", k, err, want[i])
+				}
+			}
+			if *calls != 1 {
+				t.Errorf("%d namespaces asked for, want 1 for the %d kinds", *calls, len(kinds))
+			}
+			if ns == nil {
+				return
+			}
+			c, err := ns.Dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			links, err := c.Link.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range links {
+				if l.Attributes != nil && l.Attributes.Name != "lo" {
+					t.Errorf("left behind: link %s", l.Attributes.Name)
+				}
+			}
+		})
+	}
+}
+
 // TestProbeWithoutNetNS runs every probe the way a kernel without network
 // namespaces (OpenWrt's small-flash builds) forces: on a temporary IFB in
 // an existing namespace, here one the test made so the host's is never
@@ -385,6 +467,23 @@ func BenchmarkProbeQdiscs(b *testing.B) {
 		}
 	}
 	b.Run("netns", run)
+	// Qdiscs: the same kinds in one namespace, as the daemon refreshes
+	// LuCI's list
+	b.Run("netns-batch", func(b *testing.B) {
+		var kinds []string
+		for _, f := range All() {
+			if f.Type == TypeQdisc {
+				kinds = append(kinds, f.Name)
+			}
+		}
+		for i := 0; i < b.N; i++ {
+			for j, err := range NewProber().Qdiscs(kinds) {
+				if err != nil && !errors.Is(err, ErrNotAvailable) {
+					b.Fatalf("%s: %v", kinds[j], err)
+				}
+			}
+		}
+	})
 	b.Run("ifb", func(b *testing.B) {
 		ns := netns.NewT(b, "sqmfb")
 		oldUnshare, oldHost := unshareNet, hostNetNS

@@ -105,22 +105,25 @@ func Qdiscs() []string {
 }
 
 // RefreshQdiscs makes dir hold one empty file per qdisc in Qdiscs that
-// probe accepts, and none for those it reports missing. probe returns nil
-// for available, an error matching notAvailable for missing, anything
+// probe accepts, and none for those it reports missing. probe answers
+// for all of them at once (features.Prober.Qdiscs), one error per kind:
+// nil for available, an error matching notAvailable for missing, anything
 // else for "could not tell": such a qdisc's file is left as it was, and
 // the errors are returned after every other qdisc was handled. Files for
 // names sqm does not offer are left alone.
 //
 // It returns the available qdiscs, sorted.
-func RefreshQdiscs(dir string, probe func(kind string) error, notAvailable func(error) bool) ([]string, error) {
+func RefreshQdiscs(dir string, probe func(kinds []string) []error, notAvailable func(error) bool) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("available qdiscs: %w", err)
 	}
 	var avail []string
 	var errs []error
-	for _, k := range Qdiscs() {
+	kinds := Qdiscs()
+	perr := probe(kinds)
+	for i, k := range kinds {
 		path := filepath.Join(dir, k)
-		err := probe(k)
+		err := perr[i]
 		switch {
 		case err == nil:
 			avail = append(avail, k)

@@ -115,14 +115,18 @@ func TestRefreshQdiscs(t *testing.T) {
 	for _, n := range []string{"cake", "sfq", "foreign"} {
 		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
 	}
-	probe := func(k string) error {
-		switch k {
-		case "fq_codel", "pfifo", "bfifo":
-			return nil
-		case "sfq":
-			return errors.New("permission denied")
+	probe := func(kinds []string) []error {
+		errs := make([]error, len(kinds))
+		for i, k := range kinds {
+			switch k {
+			case "fq_codel", "pfifo", "bfifo":
+			case "sfq":
+				errs[i] = errors.New("permission denied")
+			default:
+				errs[i] = errMissing
+			}
 		}
-		return errMissing
+		return errs
 	}
 	avail, err := RefreshQdiscs(dir, probe, func(err error) bool { return errors.Is(err, errMissing) })
 	if err == nil || !strings.Contains(err.Error(), "probing sfq: permission denied") {
