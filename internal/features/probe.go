@@ -98,7 +98,7 @@ func (p *Prober) Check(fs ...Feature) error {
 func (p *Prober) check(t Type, name string) error {
 	f, ok := Lookup(t, name)
 	if !ok {
-		return fmt.Errorf("features: unknown %s kind %q: the prober knows %s", t, name, strings.Join(namesOf(t), ", "))
+		return unknownKind(t, name)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -139,7 +139,7 @@ func (p *Prober) Qdiscs(kinds []string) []error {
 	for i, k := range kinds {
 		f, ok := Lookup(TypeQdisc, k)
 		if !ok {
-			errs[i] = fmt.Errorf("features: unknown %s kind %q: the prober knows %s", TypeQdisc, k, strings.Join(namesOf(TypeQdisc), ", "))
+			errs[i] = unknownKind(TypeQdisc, k)
 			continue
 		}
 		if err, ok := p.known[f]; ok {
@@ -167,6 +167,10 @@ func (p *Prober) Qdiscs(kinds []string) []error {
 		done()
 	}
 	return errs
+}
+
+func unknownKind(t Type, name string) error {
+	return fmt.Errorf("features: unknown %s kind %q: the prober knows %s", t, name, strings.Join(namesOf(t), ", "))
 }
 
 // probe runs one probe in a fresh network namespace, or on a temporary
