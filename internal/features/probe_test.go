@@ -305,13 +305,38 @@ func TestVMQdiscsOneSpace(t *testing.T) {
 	testQdiscsOneSpace(t)
 }
 
-func testQdiscsOneSpace(t *testing.T) {
+// qdiscKinds are the table's qdisc kinds, in its order.
+func qdiscKinds() []string {
 	var kinds []string
 	for _, f := range All() {
 		if f.Type == TypeQdisc {
 			kinds = append(kinds, f.Name)
 		}
 	}
+	return kinds
+}
+
+// checkOnlyLo fails t for every link but lo left in ns.
+func checkOnlyLo(t *testing.T, ns *netns.NS) {
+	t.Helper()
+	c, err := ns.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	links, err := c.Link.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if l.Attributes != nil && l.Attributes.Name != "lo" {
+			t.Errorf("left behind: link %s (%+v)", l.Attributes.Name, l.Attributes.Info)
+		}
+	}
+}
+
+func testQdiscsOneSpace(t *testing.T) {
+	kinds := qdiscKinds()
 	kinds = append(kinds, kinds[0], "nosuch") // a repeat, and one the table lacks
 	ref := NewProber()
 	want := make([]error, len(kinds))
@@ -349,22 +374,8 @@ func testQdiscsOneSpace(t *testing.T) {
 			if *calls != 1 {
 				t.Errorf("%d namespaces asked for, want 1 for the %d kinds", *calls, len(kinds))
 			}
-			if ns == nil {
-				return
-			}
-			c, err := ns.Dial()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			links, err := c.Link.List()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range links {
-				if l.Attributes != nil && l.Attributes.Name != "lo" {
-					t.Errorf("left behind: link %s", l.Attributes.Name)
-				}
+			if ns != nil {
+				checkOnlyLo(t, ns)
 			}
 		})
 	}
@@ -415,20 +426,7 @@ func testProbeWithoutNetNS(t *testing.T) {
 	if *calls == 0 {
 		t.Fatal("the prober never asked for a namespace: the test did not exercise the fallback")
 	}
-	c, err := ns.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	links, err := c.Link.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range links {
-		if l.Attributes != nil && l.Attributes.Name != "lo" {
-			t.Errorf("left behind: link %s (%+v)", l.Attributes.Name, l.Attributes.Info)
-		}
-	}
+	checkOnlyLo(t, ns)
 	tcc, err := tc.Open(&tc.Config{NetNS: ns.FD()})
 	if err != nil {
 		t.Fatal(err)
@@ -453,14 +451,12 @@ func testProbeWithoutNetNS(t *testing.T) {
 // temporary IFB (in a namespace the benchmark made).
 func BenchmarkProbeQdiscs(b *testing.B) {
 	testutil.RequireRoot(b)
+	kinds := qdiscKinds()
 	run := func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			p := NewProber()
-			for _, f := range All() {
-				if f.Type != TypeQdisc {
-					continue
-				}
-				if err := p.check(f.Type, f.Name); err != nil && !errors.Is(err, ErrNotAvailable) {
+			for _, k := range kinds {
+				if err := p.Qdisc(k); err != nil && !errors.Is(err, ErrNotAvailable) {
 					b.Fatal(err)
 				}
 			}
@@ -470,12 +466,6 @@ func BenchmarkProbeQdiscs(b *testing.B) {
 	// Qdiscs: the same kinds in one namespace, as the daemon refreshes
 	// LuCI's list
 	b.Run("netns-batch", func(b *testing.B) {
-		var kinds []string
-		for _, f := range All() {
-			if f.Type == TypeQdisc {
-				kinds = append(kinds, f.Name)
-			}
-		}
 		for i := 0; i < b.N; i++ {
 			for j, err := range NewProber().Qdiscs(kinds) {
 				if err != nil && !errors.Is(err, ErrNotAvailable) {
