@@ -23,11 +23,13 @@ type Conn struct {
 	port   uint32 // our port id, which the kernel puts in its replies
 	seq    uint32
 	closed atomic.Bool
-	// wbuf and kaddr are send's, reused: a request is written out whole
-	// before send returns, and a daemon changing shaper rates several
-	// times a second should not allocate them each time.
-	wbuf  []byte
-	kaddr unix.SockaddrNetlink
+	// wbuf is send's, reused: a request is written out whole before send
+	// returns, and a daemon changing shaper rates several times a second
+	// should not allocate it each time.
+	wbuf []byte
+	// rbuf is recv's: every datagram is read into it (one system call,
+	// no peek for its size first) and copied out at its length.
+	rbuf []byte
 }
 
 // Config says where the socket lives. The zero value is the calling
@@ -181,11 +183,10 @@ func (c *Conn) send(m Message) (uint32, error) {
 	m.Header.Flags |= Request
 	b := appendMessage(c.wbuf[:0], m)
 	c.wbuf = b
-	c.kaddr = unix.SockaddrNetlink{Family: unix.AF_NETLINK}
 	var serr error
 	err := c.rc.Write(func(fd uintptr) bool {
 		for {
-			serr = unix.Sendto(int(fd), b, 0, &c.kaddr)
+			serr = sendto(int(fd), b)
 			if serr != unix.EINTR {
 				return serr != unix.EAGAIN
 			}
@@ -200,39 +201,44 @@ func (c *Conn) send(m Message) (uint32, error) {
 	return c.seq, nil
 }
 
-// recv reads one datagram whole, sized by peeking first, and the port id
-// of its sender (0: the kernel).
+// recvBufSize is what recv reads a datagram into. The kernel builds a
+// dump's datagrams to the reader's buffer but never over 32 KiB
+// (netlink_recvmsg's max_recvmsg_len), and rtnetlink's single replies
+// (a link, a qdisc, an ack carrying the request back) are a few KiB, so
+// one read gets a whole datagram without peeking at its size first: a
+// system call fewer for every datagram, which on a router's slow core and
+// an autorate loop dumping the qdiscs ten times a second is most of the
+// saving.
+const recvBufSize = 64 << 10
+
+// recv reads one datagram whole and the port id of its sender (0: the
+// kernel). A datagram larger than the buffer is lost (the kernel drops
+// what did not fit) and is an error saying so; the buffer grows for the
+// next one.
 func (c *Conn) recv() ([]byte, uint32, error) {
+	if c.rbuf == nil {
+		c.rbuf = make([]byte, recvBufSize)
+	}
 	var (
-		b    []byte
+		n    int
 		pid  uint32
 		rerr error
 	)
 	err := c.rc.Read(func(fd uintptr) bool {
 		for {
-			var n int
-			n, _, rerr = recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
-			if rerr == unix.EINTR {
-				continue
-			}
-			if rerr != nil {
+			// MSG_TRUNC: n is the datagram's length, even past the buffer.
+			n, pid, rerr = recvfrom(int(fd), c.rbuf, unix.MSG_TRUNC)
+			if rerr != unix.EINTR {
 				return rerr != unix.EAGAIN
 			}
-			b = make([]byte, n)
-			// MSG_TRUNC: n is the datagram's length even if, read by
-			// someone else meanwhile, it is not the one peeked at.
-			n, pid, rerr = recvfrom(int(fd), b, unix.MSG_TRUNC)
-			if rerr == unix.EINTR || rerr == unix.EAGAIN {
-				continue
-			}
-			if rerr == nil && n != len(b) {
-				rerr = fmt.Errorf("netlink: datagram of %d bytes arrived instead of the %d peeked at (a concurrent reader?)", n, len(b))
-			}
-			return true
 		}
 	})
 	if err == nil {
 		err = rerr
+	}
+	if err == nil && n > len(c.rbuf) {
+		err = fmt.Errorf("netlink: a datagram of %d bytes did not fit the %d-byte buffer and was lost", n, len(c.rbuf))
+		c.rbuf = make([]byte, n)
 	}
 	if err != nil {
 		if _, ok := As[unix.Errno](err); ok {
@@ -240,7 +246,7 @@ func (c *Conn) recv() ([]byte, uint32, error) {
 		}
 		return nil, 0, fmt.Errorf("netlink: receive: %w", c.wrap(err))
 	}
-	return b, pid, nil
+	return append([]byte(nil), c.rbuf[:n]...), pid, nil
 }
 
 // Receive waits for the next datagram from the kernel (multicast

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,12 +161,25 @@ func TestStaleRepliesSkipped(t *testing.T) {
 }
 
 // TestLargeReplyWhole: with NETLINK_CAP_ACK off, an error echoes the
-// whole request, here 40 KB, more than a page or the 32 KB a fixed
-// buffer would hold; the peeked size reads it whole, and the extended
-// ack after the echo names the refused attribute's offset. Needs no
-// privileges: a GETLINK with an over-long IFLA_IFALIAS fails validation.
+// whole request, here 40 KB, more than a page or the 32 KB of a dump's
+// datagram; recv's buffer reads it whole, and the extended ack after the
+// echo names the refused attribute's offset. Needs no privileges: a
+// GETLINK with an over-long IFLA_IFALIAS fails validation.
+//
+// With a buffer too small for it (small), the reply is lost and the
+// error says so; the buffer then grows, and the same request read again
+// gets its whole reply.
 func TestLargeReplyWhole(t *testing.T) {
+	for _, small := range []bool{false, true} {
+		t.Run(map[bool]string{false: "buffer", true: "small"}[small], func(t *testing.T) { testLargeReply(t, small) })
+	}
+}
+
+func testLargeReply(t *testing.T, small bool) {
 	c := dial(t, Config{})
+	if small {
+		c.rbuf = make([]byte, 4096)
+	}
 	if err := c.rc.Control(func(fd uintptr) {
 		if err := unix.SetsockoptInt(int(fd), unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 0); err != nil {
 			t.Fatal(err)
@@ -176,7 +190,14 @@ func TestLargeReplyWhole(t *testing.T) {
 	data := append(make([]byte, 16), nlattr.Str(unix.IFLA_IFNAME, "lo")...)
 	off := headerLen + len(data)
 	data = append(data, nlattr.Attr(unix.IFLA_IFALIAS, make([]byte, 40000))...)
-	_, err := c.Execute(Message{Header: Header{Type: unix.RTM_GETLINK}, Data: data})
+	req := Message{Header: Header{Type: unix.RTM_GETLINK}, Data: data}
+	_, err := c.Execute(req)
+	if small {
+		if err == nil || !strings.Contains(err.Error(), "did not fit the 4096-byte buffer") {
+			t.Fatalf("Execute with a 4096-byte buffer: %v, want the reply lost and said so", err)
+		}
+		_, err = c.Execute(req)
+	}
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("Execute: %v, want an *Error", err)

@@ -79,7 +79,7 @@ type Prober struct {
 type tstate struct {
 	t        Target
 	kind     Kind // how it is probed now
-	sa       unix.Sockaddr
+	sa       rawAddr
 	sock     int
 	next     time.Time     // next probe
 	interval time.Duration // between probes: the prober's every, or longer if an irtt server says so
@@ -219,12 +219,7 @@ func (p *Prober) setTarget(i int, t Target) {
 		ts.kind = ICMPEcho
 		p.cfg.Logf("reflector: %v: no raw ICMP socket (needs root): probing with echo, round trip only", t)
 	}
-	switch {
-	case t.Addr.Is4():
-		ts.sa = &unix.SockaddrInet4{Addr: t.Addr.As4(), Port: int(t.port())}
-	default:
-		ts.sa = &unix.SockaddrInet6{Addr: t.Addr.As16(), Port: int(t.port())}
-	}
+	ts.sa = newRawAddr(t.Addr, t.port())
 	p.targets[i] = ts
 }
 
@@ -452,7 +447,7 @@ func (p *Prober) closeSessions() {
 func (p *Prober) closeSession(i int) {
 	ts := &p.targets[i]
 	if ts.sess != nil {
-		unix.Sendto(p.socks[ts.sock].fd, ts.sess.AppendClose(p.out[:0]), 0, ts.sa)
+		sendto(p.socks[ts.sock].fd, ts.sess.AppendClose(p.out[:0]), &ts.sa)
 		ts.sess = nil
 	}
 }
@@ -465,7 +460,7 @@ func (p *Prober) sendDue(now, due time.Time, emit func(*Sample)) {
 		if ts.kind == UDPIRTT && ts.sess == nil && !due.Before(ts.openAt) {
 			req := irtt.AppendOpen(p.out[:0], irtt.Params{Duration: irttDuration, Interval: p.cfg.Interval,
 				StampAt: irtt.AtBoth, Clock: irtt.Wall}, ts.t.Key)
-			unix.Sendto(p.socks[ts.sock].fd, req, 0, ts.sa)
+			sendto(p.socks[ts.sock].fd, req, &ts.sa)
 			ts.openAt = now.Add(ts.backoff)
 			ts.backoff = min(2*ts.backoff, irttMaxBackoff)
 		}
@@ -509,9 +504,7 @@ func (p *Prober) send(i int, emit func(*Sample)) {
 	case UDPDNS:
 		b = appendDNSQuery(p.out[:0], uint16(seq))
 	}
-	// A failed send (no route while the WAN is down) is a probe that
-	// will not be answered: it is reported lost after the timeout.
-	unix.Sendto(p.socks[ts.sock].fd, b, 0, ts.sa)
+	sendto(p.socks[ts.sock].fd, b, &ts.sa)
 	*sl = pending{seq: seq, target: int32(i), live: true, sock: uint8(ts.sock), kind: ts.kind, orig: orig, sent: now}
 	p.inflight[ts.sock]++
 	p.next++
@@ -811,7 +804,7 @@ func (p *Prober) recv(fd int) (n int, from netip.AddrPort, at time.Time, ok bool
 	p.msg.SetIovlen(1)
 	p.msg.SetControllen(len(oob))
 	for {
-		r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&p.msg)), unix.MSG_DONTWAIT)
+		r, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&p.msg)), unix.MSG_DONTWAIT)
 		if e == unix.EINTR {
 			continue
 		}
@@ -834,6 +827,42 @@ func (p *Prober) recv(fd int) (n int, from netip.AddrPort, at time.Time, ok bool
 		from = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(pb[0])<<8|uint16(pb[1]))
 	}
 	return n, from, rxTime(oob[:p.msg.Controllen]), true
+}
+
+// rawAddr is a target's address as sendto(2) takes it, built once.
+type rawAddr struct {
+	sa  unix.RawSockaddrInet6 // or a RawSockaddrInet4 at its start
+	len uintptr
+}
+
+func newRawAddr(a netip.Addr, port uint16) rawAddr {
+	var r rawAddr
+	pb := (*[2]byte)(unsafe.Pointer(&r.sa.Port)) // the same offset in both
+	pb[0], pb[1] = byte(port>>8), byte(port)
+	if a.Is4() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&r.sa))
+		sa.Family, sa.Addr, r.len = unix.AF_INET, a.As4(), unix.SizeofSockaddrInet4
+		return r
+	}
+	r.sa.Family, r.sa.Addr, r.len = unix.AF_INET6, a.As16(), unix.SizeofSockaddrInet6
+	return r
+}
+
+// sendto sends b to a without waiting: the sockets are non-blocking, and
+// a send that fails (no route while the WAN is down, a full buffer) is a
+// probe that will not be answered, reported lost after the timeout.
+//
+// It and recv are raw system calls: one that returns at once has no need
+// to tell the runtime it may block, and doing so on a slow core cost the
+// loop more than the call (the runtime then hands the processor to
+// another thread and polls every 20 us for a while; netlink's
+// sockaddr.go has the measurements).
+func sendto(fd int, b []byte, a *rawAddr) {
+	if len(b) == 0 {
+		return
+	}
+	unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0,
+		uintptr(unsafe.Pointer(&a.sa)), a.len)
 }
 
 // rxTime finds the SO_TIMESTAMPNS stamp among control messages.
