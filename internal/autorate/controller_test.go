@@ -504,6 +504,33 @@ func TestIdle(t *testing.T) {
 	}
 }
 
+// TestIdleFromStart: a controller started on an idle link slows the
+// probes once each reflector has had startProbes (1 s at 100 ms), not
+// IdleAfter later, and a load that starts after 5 s of that on a link at
+// half the base rate has the delay under target within 1.5 s
+// (TestLoadStart's bound, where light traffic kept the probes fast). The
+// sim ticks at 100 ms throughout; the daemon's 1 s idle tick adds up to a
+// second before the load is seen (TestRunIdleTicks in autorun).
+func TestIdleFromStart(t *testing.T) {
+	const loadAt = 5 * sec
+	for _, d := range dirs {
+		t.Run(d.String(), func(t *testing.T) {
+			s := linkFrom(d, 20*mbit, constant(10*mbit), udpReflectors(4), 100*ms)
+			s.dir[d].demand = steps([]time.Duration{0, loadAt}, []float64{0, math.Inf(1)})
+			s.dir[1-d].demand = constant(0)
+			s.run(loadAt + 10*sec)
+			rec := s.recovery(d, loadAt, 5*sec, target)
+			t.Logf("probes slowed at %v; under target %v after the load began", s.idleAt, rec)
+			if s.idleAt < sec || s.idleAt > sec+200*ms {
+				t.Errorf("probes slowed at %v, want 1 s after the start (ten probes each), to 200 ms more", s.idleAt)
+			}
+			if rec > 1500*ms {
+				t.Errorf("delay back under target %v after the load began, want <= 1.5s", rec)
+			}
+		})
+	}
+}
+
 // TestReload: a load on a 40 Mbit/s link (base 20) that settled at the
 // capacity, light for 60 s (the rate drifts back to base), then greedy
 // again: the rate is back at 90 % of the capacity as fast as from a fresh

@@ -319,6 +319,13 @@ func (s *sim) doTick() {
 		}
 	}
 	s.out = s.ctrl.Tick(s.t, &s.in)
+	if s.out.ProbeInterval < s.probe {
+		// probing faster again, every reflector at once, as
+		// reflector.Prober does (not at the end of its idle wait)
+		for i := range s.refl {
+			s.refl[i].next = min(s.refl[i].next, s.t)
+		}
+	}
 	s.probe = s.out.ProbeInterval
 	for d := range s.out.Dir {
 		if s.out.Dir[d].Reason == autorate.ReasonStall {

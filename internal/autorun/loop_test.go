@@ -452,7 +452,9 @@ func TestIdleSlowsProbes(t *testing.T) {
 }
 
 // TestIdleSlowsTicks: the loop ticks at IdleTick while the controller
-// says idle, and at the probe interval again from the tick that sees load.
+// says idle (from the start on a quiet link after a second of probes,
+// later after IdleAfter without load), and at the probe interval again
+// from the tick that sees load.
 func TestIdleSlowsTicks(t *testing.T) {
 	r := newRig(t, true)
 	r.down.load, r.up.load = 0, 0
@@ -460,24 +462,34 @@ func TestIdleSlowsTicks(t *testing.T) {
 		t.Fatalf("interval at the start %v, want %v", d, ProbeInterval)
 	}
 	cfg := autorate.Config{}.WithDefaults()
-	var when time.Duration
-	for r.loop.Interval() == ProbeInterval && r.now < 2*cfg.IdleAfter {
-		r.tick(0, 0, 1)
-		when = r.now
-	}
-	if d := r.loop.Interval(); d != IdleTick || when < cfg.IdleAfter {
-		t.Fatalf("interval %v after %v without load, want %v once idle for %v", d, when, IdleTick, cfg.IdleAfter)
-	}
-	r.down.load = 1
-	for range 5 {
-		r.tick(0, 0, 1)
-		if r.loop.Interval() == ProbeInterval {
-			break
+	idleFor := func(want time.Duration) {
+		t.Helper()
+		from := r.now
+		for r.loop.Interval() == ProbeInterval && r.now-from < 2*cfg.IdleAfter {
+			r.tick(0, 0, 1)
+		}
+		if d, took := r.loop.Interval(), r.now-from; d != IdleTick || took < want || took > want+300*time.Millisecond {
+			t.Fatalf("interval %v after %v without load, want %v once idle for %v", d, took, IdleTick, want)
 		}
 	}
-	if d := r.loop.Interval(); d != ProbeInterval {
-		t.Errorf("interval %v with load back, want %v", d, ProbeInterval)
+	loaded := func() {
+		t.Helper()
+		r.down.load = 1
+		for range 5 {
+			r.tick(0, 0, 1)
+			if r.loop.Interval() == ProbeInterval {
+				break
+			}
+		}
+		if d := r.loop.Interval(); d != ProbeInterval {
+			t.Fatalf("interval %v with load back, want %v", d, ProbeInterval)
+		}
 	}
+	idleFor(10 * ProbeInterval) // from the start: ten probes each
+	loaded()
+	r.down.load = 0
+	idleFor(cfg.IdleAfter)
+	loaded()
 }
 
 // TestRunIdleTicks: Run follows Interval. With the controller idle after
