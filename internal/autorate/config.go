@@ -105,9 +105,12 @@ type Config struct {
 
 	// ProbeInterval is the spacing of probes to one reflector while active,
 	// IdleProbeInterval while both directions are idle (Output.ProbeIdle).
-	// The controller uses them to know how old a sample may be.
+	// The controller uses them to know how old a sample may be. Idle
+	// probes only keep the baselines and the reflectors' health current
+	// (load is seen in the shaper's counters, and brings ProbeInterval
+	// back at once), so they can be rare.
 	ProbeInterval     time.Duration // default 100ms
-	IdleProbeInterval time.Duration // default 2s
+	IdleProbeInterval time.Duration // default 10s
 
 	// StallAfter: no reply from any reflector for this long (at least three
 	// probe intervals) is a stall: rates are held, not cut.
@@ -166,7 +169,7 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	setDur(&c.ProbeInterval, 100*time.Millisecond)
-	setDur(&c.IdleProbeInterval, 2*time.Second)
+	setDur(&c.IdleProbeInterval, 10*time.Second)
 	setDur(&c.StallAfter, time.Second)
 	setDur(&c.IdleAfter, 10*time.Second)
 	setDur(&c.IncreaseEvery, 100*time.Millisecond)

@@ -18,14 +18,15 @@ const ProbeInterval = 100 * time.Millisecond
 
 // IdleTick is how often the loop ticks while the controller says the link
 // is idle (probes at its idle interval). Each tick reads the shapers'
-// counters from the kernel, the loop's main cost on an idle link
-// (docs/autorate.md, "The idle tick"); between two reads the rates sit at their bases, which
-// is where an idle link drifts to, so load that starts between them meets
-// the base rate for at most this long before the loop ticks at
-// ProbeInterval again. A second is well within what an idle link costs
-// at its base rate; cake-autorate's own sleeping monitor reads its
-// counters every 200 ms.
-const IdleTick = time.Second
+// counters from the kernel and wakes the runtime, the loop's main cost on
+// an idle link (docs/autorate.md, "The idle tick", "Idle at a twentieth");
+// between two reads the rates sit at their bases, which is where an idle
+// link drifts to, so load that starts between them meets the base rate
+// for at most this long before the loop ticks at ProbeInterval again.
+// cake-autorate's sleeping monitor reads its counters every 200 ms, and
+// costs about as much asleep as sqm does idle at a 1 s tick; at 2 s sqm's
+// idle cost is under a twentieth of cake-autorate's over 100 s.
+const IdleTick = 2 * time.Second
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
 // enough for the statistic across reflectors to outvote a liar in each

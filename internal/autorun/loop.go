@@ -65,8 +65,10 @@ type Config struct {
 	Targets []reflector.Target
 	Spares  []reflector.Target
 	// FallbackAfter: no reply from any reflector for this long and both
-	// directions go back to their base rates (default 10 s). The
-	// controller itself holds the rate through shorter stalls.
+	// directions go back to their base rates (default 10 s; at least three
+	// probe intervals, so that an idle link's rare probes are not taken
+	// for silence). The controller itself holds the rate through shorter
+	// stalls.
 	FallbackAfter time.Duration
 	// Logf gets one line per event worth a log line (not per tick).
 	Logf func(format string, args ...any)
@@ -99,6 +101,7 @@ type Loop struct {
 	probeEvery   time.Duration // the interval the prober was last given
 	tick         time.Duration // how often Step should run now (Interval)
 	lastStep     time.Duration // now at the previous Step
+	idleC        chan struct{} // IdleChanged's
 
 	mu     sync.Mutex
 	status Status
@@ -201,7 +204,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, ctl: ctl, buf: reflector.NewBuffer(cfg.BufferSize), asked: make([]bool, len(cfg.Targets)), stalledSince: -1,
-		probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval}
+		probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval, idleC: make(chan struct{}, 1)}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
@@ -217,6 +220,12 @@ func New(cfg Config) (*Loop, error) {
 // Emit is the prober's emit function: it buffers the sample until the
 // next Step.
 func (l *Loop) Emit(s *reflector.Sample) { l.buf.Add(s) }
+
+// IdleChanged receives (at most one pending) when a Step finds the
+// controller's idleness changed: a status writer that writes rarely while
+// idle writes then, rather than show the link idle for its interval
+// after load came back.
+func (l *Loop) IdleChanged() <-chan struct{} { return l.idleC }
 
 // Interval is how often Step should run now: the controller's probe
 // interval, or Config.IdleTick while the controller says the link is idle.
@@ -268,8 +277,8 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		l.ctl, _ = autorate.New(l.cfg.Controller) // validated in New
 		l.fallback = false
 		l.setStatus(func(s *Status) { s.Fallback, s.Err = false, "" })
-	} else if l.stalledSince >= 0 && now-l.stalledSince >= l.cfg.FallbackAfter {
-		l.fallBack(now, "no reflector answered for "+l.cfg.FallbackAfter.String())
+	} else if after := max(l.cfg.FallbackAfter, 3*l.probeEvery); l.stalledSince >= 0 && now-l.stalledSince >= after {
+		l.fallBack(now, "no reflector answered for "+after.String())
 		l.count(now, dropped)
 		return
 	}
@@ -329,6 +338,12 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	defer l.mu.Unlock()
 	s := &l.status
 	s.Running = true
+	if s.Idle != out.ProbeIdle {
+		select {
+		case l.idleC <- struct{}{}:
+		default:
+		}
+	}
 	s.Idle = out.ProbeIdle
 	s.Ticks++
 	s.Dropped += dropped

@@ -451,6 +451,37 @@ func TestIdleSlowsProbes(t *testing.T) {
 	}
 }
 
+// TestIdleRareRepliesNoFallback: an idle link's probes go out every
+// IdleProbeInterval (10 s), so its replies come that far apart; that is
+// not silence, and the loop must not fall back (FallbackAfter here is
+// 5 s) while they keep coming. A minute of it, then a real silence of
+// three idle intervals does fall back.
+func TestIdleRareRepliesNoFallback(t *testing.T) {
+	r := newRig(t, true)
+	r.down.load, r.up.load = 0, 0
+	cfg := autorate.Config{}.WithDefaults()
+	for r.loop.Interval() == ProbeInterval && r.now < time.Minute {
+		r.tick(0, 0, 1)
+	}
+	every := int(cfg.IdleProbeInterval / (100 * time.Millisecond))
+	for i := 1; i <= 6*every; i++ {
+		if i%every == 0 {
+			r.tick(0, 0, 1)
+		} else {
+			r.tick(0)
+		}
+		if st := r.status(); st.Fallback {
+			t.Fatalf("fell back %v into idle with a reply every %v: %s", time.Duration(i)*100*time.Millisecond, cfg.IdleProbeInterval, st.Err)
+		}
+	}
+	for range 3*every + 1 {
+		r.tick(0)
+	}
+	if st := r.status(); !st.Fallback {
+		t.Errorf("no reply for %v of idle and no fallback", 3*cfg.IdleProbeInterval)
+	}
+}
+
 // TestIdleSlowsTicks: the loop ticks at IdleTick while the controller
 // says idle (from the start on a quiet link after a second of probes,
 // later after IdleAfter without load), and at the probe interval again
@@ -462,6 +493,23 @@ func TestIdleSlowsTicks(t *testing.T) {
 		t.Fatalf("interval at the start %v, want %v", d, ProbeInterval)
 	}
 	cfg := autorate.Config{}.WithDefaults()
+	// told: IdleChanged has said so once, and the status agrees
+	told := func(idle bool) {
+		t.Helper()
+		select {
+		case <-r.loop.IdleChanged():
+		default:
+			t.Fatalf("idle %v: IdleChanged did not say", idle)
+		}
+		select {
+		case <-r.loop.IdleChanged():
+			t.Fatalf("idle %v: IdleChanged said twice", idle)
+		default:
+		}
+		if st := r.status(); st.Idle != idle {
+			t.Fatalf("status idle %v, want %v", st.Idle, idle)
+		}
+	}
 	idleFor := func(want time.Duration) {
 		t.Helper()
 		from := r.now
@@ -471,6 +519,7 @@ func TestIdleSlowsTicks(t *testing.T) {
 		if d, took := r.loop.Interval(), r.now-from; d != IdleTick || took < want || took > want+300*time.Millisecond {
 			t.Fatalf("interval %v after %v without load, want %v once idle for %v", d, took, IdleTick, want)
 		}
+		told(true)
 	}
 	loaded := func() {
 		t.Helper()
@@ -484,6 +533,7 @@ func TestIdleSlowsTicks(t *testing.T) {
 		if d := r.loop.Interval(); d != ProbeInterval {
 			t.Fatalf("interval %v with load back, want %v", d, ProbeInterval)
 		}
+		told(false)
 	}
 	idleFor(10 * ProbeInterval) // from the start: ten probes each
 	loaded()

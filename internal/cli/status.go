@@ -394,10 +394,14 @@ func humanRate(bits uint64) string {
 	return humanBytes(bits) + "bit"
 }
 
-// autorateStale: the daemon writes its autorate status at least once a
-// second; one older than 5 s was left by a daemon that died.
+// autorateStale: the daemon rewrites its autorate status every
+// WriteEveryS (a second under load, rarely while idle); one not rewritten
+// within twice that and 3 s more, and never within 5 s, was left by a
+// daemon that died. A file without WriteEveryS is from a daemon that
+// wrote at least once a second.
 func autorateStale(a *service.AutorateStatus, now time.Time) bool {
-	return now.Sub(a.UpdatedAt) > 5*time.Second
+	every := time.Duration(a.WriteEveryS * float64(time.Second))
+	return now.Sub(a.UpdatedAt) > max(5*time.Second, 2*every+3*time.Second)
 }
 
 // printAutorate shows the daemon's autorate of one queue: per direction

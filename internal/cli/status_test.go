@@ -457,3 +457,24 @@ func TestStatusAutorate(t *testing.T) {
 		}
 	}
 }
+
+// TestAutorateStale: the status file is stale once not rewritten within
+// twice its writing interval and 3 s more (never within 5 s): an idle
+// link's file, rewritten every 10 s, is fresh at 20 s and stale at 24.
+func TestAutorateStale(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		every float64 // WriteEveryS
+		age   time.Duration
+		stale bool
+	}{
+		{0, 4 * time.Second, false}, {0, 6 * time.Second, true}, // files from before WriteEveryS
+		{1, 4900 * time.Millisecond, false}, {1, 5100 * time.Millisecond, true},
+		{10, 20 * time.Second, false}, {10, 24 * time.Second, true},
+	} {
+		a := &service.AutorateStatus{UpdatedAt: now.Add(-tt.age), WriteEveryS: tt.every}
+		if got := autorateStale(a, now); got != tt.stale {
+			t.Errorf("written every %vs, %v old: stale %v, want %v", tt.every, tt.age, got, tt.stale)
+		}
+	}
+}

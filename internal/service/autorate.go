@@ -33,6 +33,10 @@ type AutorateRunner interface {
 	Hold(f func(running *plan.Plan) error) error
 	// Status is the loop's state for `sqm status` and the metrics.
 	Status() AutorateStatus
+	// IdleChanged receives when the loop goes idle or comes back from it:
+	// the status file is rewritten then, not at its next idle write. Nil
+	// for a runner that never says.
+	IdleChanged() <-chan struct{}
 	// Close releases the loop's sockets after Run returned.
 	Close() error
 }
@@ -55,6 +59,10 @@ type AutorateStatus struct {
 	Section   string    `json:"section"`
 	PID       int       `json:"pid"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// WriteEveryS is how often the daemon rewrites the file now (seconds;
+	// it writes rarely while the link is idle): a file not rewritten
+	// within twice that was left by a daemon that died.
+	WriteEveryS float64 `json:"write_every_s,omitempty"`
 	// Running: the loop is ticking. Fallback: no reflector answered for
 	// a while, or the probes failed: the queue is at its base rates.
 	Running  bool   `json:"running"`
@@ -234,9 +242,10 @@ func (a *autorates) launch(st *State) {
 	go func() {
 		defer close(run.done)
 		// The status file is written once a second (every
-		// statusIdleEvery while the link is idle), not at each rate
-		// change: `sqm status` compares the tree at the rate the kernel
-		// runs (AutorateDrift), and under load the writes at each change
+		// statusIdleEvery while the link is idle, and at once when
+		// it goes idle or comes back), not at each rate change: `sqm
+		// status` compares the tree at the rate the kernel runs
+		// (AutorateDrift), and under load the writes at each change
 		// (four a second) were a third of the daemon's CPU.
 		every := time.Second
 		tk := time.NewTicker(every)
@@ -249,7 +258,7 @@ func (a *autorates) launch(st *State) {
 				every = d
 				tk.Reset(d)
 			}
-			s.Interface, s.Section, s.PID, s.UpdatedAt = st.Interface, st.Section, os.Getpid(), time.Now().UTC()
+			s.Interface, s.Section, s.PID, s.UpdatedAt, s.WriteEveryS = st.Interface, st.Section, os.Getpid(), time.Now().UTC(), every.Seconds()
 			if run.err != "" {
 				s.Error, s.Fallback = run.err, true
 			}
@@ -260,6 +269,8 @@ func (a *autorates) launch(st *State) {
 		for {
 			select {
 			case <-tk.C:
+				write()
+			case <-run.r.IdleChanged():
 				write()
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
@@ -275,10 +286,10 @@ func (a *autorates) launch(st *State) {
 }
 
 // statusIdleEvery is how often an idle link's status file is rewritten:
-// nothing in it moves then but its time, and `sqm status` calls a file
-// older than 5 s stale. On an idle link the writes were the daemon's
-// largest cost (a third of its CPU in the lab's VM).
-const statusIdleEvery = 2500 * time.Millisecond
+// nothing in it moves then but its time and the rare idle probes'
+// delays. At 2.5 s the writes (the JSON encoding above all) were a
+// seventh of an idle daemon's CPU in the lab's VM.
+const statusIdleEvery = 10 * time.Second
 
 // statusEvery is how often the status file is written after s: once a
 // second, or every statusIdleEvery while the loop runs on an idle link.

@@ -67,6 +67,8 @@ type autorunRunner struct {
 
 func (r *autorunRunner) Run(ctx context.Context) error { return r.loop.Run(ctx) }
 
+func (r *autorunRunner) IdleChanged() <-chan struct{} { return r.loop.IdleChanged() }
+
 func (r *autorunRunner) Hold(f func(*plan.Plan) error) error { return r.k.Hold(f) }
 
 func (r *autorunRunner) Close() error {

@@ -38,6 +38,18 @@ type fakeRunner struct {
 	runErr  error
 	stopped chan struct{}
 	closed  bool
+	idle    bool
+	idleC   chan struct{}
+}
+
+func (r *fakeRunner) IdleChanged() <-chan struct{} { return r.idleC }
+
+// setIdle changes what Status says and tells IdleChanged, as a loop does.
+func (r *fakeRunner) setIdle(idle bool) {
+	r.mu.Lock()
+	r.idle = idle
+	r.mu.Unlock()
+	r.idleC <- struct{}{}
 }
 
 func (r *fakeRunner) setRate(kbit uint64) {
@@ -77,7 +89,7 @@ func (r *fakeRunner) Hold(f func(*plan.Plan) error) error {
 func (r *fakeRunner) Status() AutorateStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return AutorateStatus{Running: true, Upload: &AutorateDir{RateKbit: r.rate, Reason: "increase", LastChange: "increase"}, Reflectors: []AutorateReflector{}}
+	return AutorateStatus{Running: true, Idle: r.idle, Upload: &AutorateDir{RateKbit: r.rate, Reason: "increase", LastChange: "increase"}, Reflectors: []AutorateReflector{}}
 }
 
 func (r *fakeRunner) Close() error {
@@ -93,6 +105,7 @@ type fakeStarter struct {
 	runners []*fakeRunner
 	err     error
 	runErr  error
+	idle    bool // the runners start idle
 }
 
 func (s *fakeStarter) start(st *State, mtu int, log *logger.Logger) (AutorateRunner, error) {
@@ -101,7 +114,8 @@ func (s *fakeStarter) start(st *State, mtu int, log *logger.Logger) (AutorateRun
 	if s.err != nil {
 		return nil, s.err
 	}
-	r := &fakeRunner{k: s.k, base: st.Owned.Plan, rate: st.Owned.Plan.Egress.RateKbit, runErr: s.runErr, stopped: make(chan struct{})}
+	r := &fakeRunner{k: s.k, base: st.Owned.Plan, rate: st.Owned.Plan.Egress.RateKbit, runErr: s.runErr, stopped: make(chan struct{}),
+		idle: s.idle, idleC: make(chan struct{}, 1)}
 	s.runners = append(s.runners, r)
 	return r, nil
 }
@@ -226,6 +240,27 @@ func TestDaemonAutorateRunFails(t *testing.T) {
 	if n := k.count(k.applies, "eth0"); n != 1 {
 		t.Errorf("%d applies", n)
 	}
+}
+
+// An idle link's status file is rewritten every statusIdleEvery (10 s),
+// and says so; when load comes back it is rewritten at once, not at the
+// next idle write.
+func TestDaemonAutorateIdleWrites(t *testing.T) {
+	k := newFake("eth0")
+	fs := &fakeStarter{k: k, idle: true}
+	r := startDaemonWith(t, k, true, func(d *Daemon) {
+		d.Autorate, d.Svc.Plan = fs.start, autoratePlan
+	}, arQueue(10000))
+	status := func() *AutorateStatus { st, _ := r.svc.Store.Autorate("eth0"); return st }
+	eventually(t, "an idle status written every 10 s", func() bool {
+		st := status()
+		return st != nil && st.Idle && st.WriteEveryS == statusIdleEvery.Seconds()
+	})
+	fs.runner(0).setIdle(false)
+	eventually(t, "the status out of idle within 3 s", func() bool {
+		st := status()
+		return st != nil && !st.Idle && st.WriteEveryS == 1
+	})
 }
 
 func TestStatusEvery(t *testing.T) {
