@@ -47,7 +47,13 @@ func StartAutorate(st *State, mtu int, log *logger.Logger) (AutorateRunner, erro
 		k.Close()
 		return nil, err
 	}
-	debugf := func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "interface", st.Interface) }
+	// One line per rate change, several a second under load: formatted
+	// only while some section logs at debug level.
+	debugf := func(format string, args ...any) {
+		if log.Enabled(context.Background(), logger.LevelDebug) {
+			log.Debug(fmt.Sprintf(format, args...), "interface", st.Interface)
+		}
+	}
 	loop, err := autorun.New(autorun.Config{Name: st.Interface, Controller: autorun.ControllerConfig(p.Autorate, slots),
 		Shapers: k.Shapers(), Prober: prober, Targets: slots, Spares: spares, Logf: logf, Debugf: debugf})
 	if err != nil {
