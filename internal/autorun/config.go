@@ -19,13 +19,13 @@ const ProbeInterval = 100 * time.Millisecond
 // IdleTick is how often the loop ticks while the controller says the link
 // is idle (probes at its idle interval). Each tick reads the shapers'
 // counters from the kernel and wakes the runtime, the loop's main cost on
-// an idle link (docs/autorate.md, "The idle tick", "Idle at a twentieth");
-// between two reads the rates sit at their bases, which is where an idle
-// link drifts to, so load that starts between them meets the base rate
-// for at most this long before the loop ticks at ProbeInterval again.
-// cake-autorate's sleeping monitor reads its counters every 200 ms, and
-// costs about as much asleep as sqm does idle at a 1 s tick; at 2 s sqm's
-// idle cost is under a twentieth of cake-autorate's over 100 s.
+// an idle link (docs/autorate.md, "The idle tick", "The idle link's
+// cost": about 6.6 ms of the lab's emulated CPU a tick); between two
+// reads the rates sit at their bases, which is where an idle link drifts
+// to, so load that starts between them meets the base rate for at most
+// this long before the loop ticks at ProbeInterval again. cake-autorate's
+// sleeping monitor reads its counters every 200 ms. At 2 s an idle
+// daemon cost 0.74-0.91 s of CPU over 100 s in the lab, at 1 s 0.98-1.09.
 const IdleTick = 2 * time.Second
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
