@@ -20,13 +20,17 @@ const ProbeInterval = 100 * time.Millisecond
 // is idle (probes at its idle interval). Each tick reads the shapers'
 // counters from the kernel and wakes the runtime, the loop's main cost on
 // an idle link (docs/autorate.md, "The idle tick", "The idle link's
-// cost": about 6.6 ms of the lab's emulated CPU a tick); between two
-// reads the rates sit at their bases, which is where an idle link drifts
-// to, so load that starts between them meets the base rate for at most
-// this long before the loop ticks at ProbeInterval again. cake-autorate's
-// sleeping monitor reads its counters every 200 ms. At 2 s an idle
-// daemon cost 0.74-1.18 s of CPU over 100 s in the lab, at 1 s 0.98-1.09.
-const IdleTick = 2 * time.Second
+// cost": 4-7 ms of the lab's emulated CPU a tick); between two reads the
+// rates sit at their bases, which is where an idle link drifts to, so
+// load that starts between them meets the base rate for at most this
+// long before the loop ticks at ProbeInterval again. cake-autorate's
+// sleeping monitor reads its counters every 200 ms. A 2 s tick cost
+// about 15 % less idle (0.74-1.18 s of CPU over 100 s in the lab against
+// 0.98-1.09), but the step trace's load, started on an idle daemon, then
+// once averaged 50 ms of queue over its first second (2-7 ms in ten other
+// runs): a load after idle is the common case, and a second less of it
+// at the base rate is worth more than that.
+const IdleTick = time.Second
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
 // enough for the statistic across reflectors to outvote a liar in each

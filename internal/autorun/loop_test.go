@@ -483,9 +483,8 @@ func TestIdleRareRepliesNoFallback(t *testing.T) {
 }
 
 // TestIdleSlowsTicks: the loop ticks at IdleTick while the controller
-// says idle (from the start on a quiet link after a second of probes,
-// later after IdleAfter without load), and at the probe interval again
-// from the tick that sees load.
+// says idle (after IdleAfter without load, from the start and after
+// load), and at the probe interval again from the tick that sees load.
 func TestIdleSlowsTicks(t *testing.T) {
 	r := newRig(t, true)
 	r.down.load, r.up.load = 0, 0
@@ -535,7 +534,7 @@ func TestIdleSlowsTicks(t *testing.T) {
 		}
 		told(false)
 	}
-	idleFor(10 * ProbeInterval) // from the start: ten probes each
+	idleFor(cfg.IdleAfter)
 	loaded()
 	r.down.load = 0
 	idleFor(cfg.IdleAfter)
