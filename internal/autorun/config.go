@@ -26,10 +26,10 @@ const ProbeInterval = 100 * time.Millisecond
 // long before the loop ticks at ProbeInterval again. cake-autorate's
 // sleeping monitor reads its counters every 200 ms. A 2 s tick cost
 // about 15 % less idle (0.74-1.18 s of CPU over 100 s in the lab against
-// 0.98-1.09), but the step trace's load, started on an idle daemon, then
-// once averaged 50 ms of queue over its first second (2-7 ms in ten other
-// runs): a load after idle is the common case, and a second less of it
-// at the base rate is worth more than that.
+// 0.98-1.09), but a load that starts on an idle daemon is already slow to
+// be seen (in the VM its first second averaged 40-50 ms of queue in 2 of
+// 16 runs, with either tick), and a load after idle is the common case on
+// a router: another second of it at the base rate is not worth that.
 const IdleTick = time.Second
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
