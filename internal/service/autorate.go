@@ -60,8 +60,8 @@ type AutorateStatus struct {
 	PID       int       `json:"pid"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// WriteEveryS is how often the daemon rewrites the file now (seconds;
-	// it writes rarely while the link is idle): a file not rewritten
-	// within twice that was left by a daemon that died.
+	// it writes rarely while the link is idle), from which `sqm status`
+	// tells a file left by a daemon that died.
 	WriteEveryS float64 `json:"write_every_s,omitempty"`
 	// Running: the loop is ticking. Fallback: no reflector answered for
 	// a while, or the probes failed: the queue is at its base rates.
