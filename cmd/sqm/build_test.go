@@ -88,9 +88,9 @@ func TestBuildTags(t *testing.T) {
 			map[string]string{"passwd": "sqm_noweb"}, nil},
 		{"sqm_nolab,sqm_notest,sqm_noweb,sqm_noautorate", []string{"sqm/internal/lab", "sqm/internal/vm", "sqm/internal/web",
 			"sqm/internal/bloat", "sqm/internal/plot", "sqm/internal/report", "sqm/internal/iperf3", "sqm/internal/irtt", "sqm/internal/rpm",
-			"sqm/internal/autorun", "sqm/internal/autorate", "sqm/internal/reflector"},
+			"sqm/internal/autorun", "sqm/internal/autorate", "sqm/internal/reflector", "sqm/internal/trafficwake"},
 			map[string]string{"lab": "sqm_nolab", "test": "sqm_notest", "server": "sqm_notest", "passwd": "sqm_noweb"}, nil},
-		{"sqm_noautorate", []string{"sqm/internal/autorun", "sqm/internal/autorate", "sqm/internal/reflector"}, nil, nil},
+		{"sqm_noautorate", []string{"sqm/internal/autorun", "sqm/internal/autorate", "sqm/internal/reflector", "sqm/internal/trafficwake"}, nil, nil},
 		{"sqm_notls", []string{"sqm/internal/rpm"}, nil,
 			[][]string{{"test", "--rpm", "https://127.0.0.1:9"}, {"test", "--insecure", "127.0.0.1:9"}, {"server", "--rpm", ":0"}}},
 	}

@@ -202,6 +202,7 @@ type Controller struct {
 	stalled   bool
 	idleSince time.Duration
 	idle      bool
+	loadSeen  bool // either direction above IdleBelow since the start
 	out       Output
 	repl      [MaxReflectors]Replacement
 	vals      [MaxReflectors]time.Duration
@@ -287,8 +288,9 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 		}
 	} else {
 		c.idleSince = never
+		c.loadSeen = true
 	}
-	c.idle = c.idleSince != never && now-c.idleSince >= c.cfg.IdleAfter
+	c.idle = c.idleSince != never && now-c.idleSince >= c.idleAfter()
 
 	for d := range c.dir {
 		c.delayStat(Dir(d), now, fresh)
@@ -304,6 +306,23 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 		c.out.ProbeInterval = c.cfg.IdleProbeInterval
 	}
 	return &c.out
+}
+
+// startProbes is how many probes each reflector gets at the full rate
+// after the start before an idle link slows them: enough for a baseline.
+const startProbes = 10
+
+// idleAfter is how long both directions must be idle before the probes
+// slow. IdleAfter rides over the pauses of a link in use; from the start
+// until load is first seen there is no such use to ride over, only
+// baselines to take (startProbes each), so a daemon started on a quiet
+// link (a router at boot, at night) idles within a second instead of
+// probing ten times a second for IdleAfter.
+func (c *Controller) idleAfter() time.Duration {
+	if c.loadSeen {
+		return c.cfg.IdleAfter
+	}
+	return min(c.cfg.IdleAfter, startProbes*c.cfg.ProbeInterval)
 }
 
 func (c *Controller) probeInterval() time.Duration {

@@ -17,20 +17,36 @@ import (
 const ProbeInterval = 100 * time.Millisecond
 
 // IdleTick is how often the loop ticks while the controller says the link
-// is idle (probes at its idle interval). Each tick reads the shapers'
-// counters from the kernel and wakes the runtime, the loop's main cost on
-// an idle link (docs/autorate.md, "The idle tick", "The idle link's
-// cost": 4-7 ms of the lab's emulated CPU a tick); between two reads the
-// rates sit at their bases, which is where an idle link drifts to, so
-// load that starts between them meets the base rate for at most this
-// long before the loop ticks at ProbeInterval again. cake-autorate's
-// sleeping monitor reads its counters every 200 ms. A 2 s tick cost
-// about 15 % less idle (0.74-1.18 s of CPU over 100 s in the lab against
-// 0.98-1.09), but a load that starts on an idle daemon is already slow to
-// be seen (in the VM its first second averaged 40-50 ms of queue in 2 of
-// 16 runs, with either tick), and a load after idle is the common case on
-// a router: another second of it at the base rate is not worth that.
+// is idle (probes at its idle interval) and no Waker is armed. Each tick
+// reads the shapers' counters from the kernel and wakes the runtime, the
+// loop's main cost on an idle link (docs/autorate.md, "The idle tick",
+// "The idle link's cost": 4-7 ms of the lab's emulated CPU a tick);
+// between two reads the rates sit at their bases, which is where an idle
+// link drifts to, so load that starts between them meets the base rate
+// for at most this long before the loop ticks at ProbeInterval again.
+// cake-autorate's sleeping monitor reads its counters every 200 ms. A 2 s
+// tick let a load's start sit in the modem for up to 2 s; a Waker, where
+// the kernel gives one, sees it at its first packet instead.
 const IdleTick = time.Second
+
+// ArmedIdleTick is the idle tick while a Waker is armed: a load that
+// starts wakes the loop at its first packet of load size, so the tick
+// has only the idle probes to send and the fallback to judge (docs/
+// autorate.md, "Waking on traffic").
+const ArmedIdleTick = 5 * time.Second
+
+// WatchTicks is how many ticks at ProbeInterval follow a wake: a
+// transfer's slow start carries more than the controller's idle
+// threshold within one or two, and a stray packet costs no more.
+const WatchTicks = 5
+
+// Re-arming after a watch that found no load waits MinRearm, doubling
+// to MaxRearm while it keeps happening (light traffic with large
+// packets); the loop then ticks at IdleTick, as without a Waker.
+const (
+	MinRearm = time.Second
+	MaxRearm = 8 * time.Second
+)
 
 // MaxSlots bounds the reflectors probed at once (the rest are spares):
 // enough for the statistic across reflectors to outvote a liar in each

@@ -38,6 +38,15 @@ type Shaper interface {
 	SetRate(bits uint64) (uint64, error)
 }
 
+// Waker is what the loop needs of a *trafficwake.Waker: a signal, while
+// the link is idle, that traffic started.
+type Waker interface {
+	// Arm: the next packet of load size sends on C and disarms.
+	Arm() error
+	Disarm() error
+	C() <-chan struct{}
+}
+
 // Prober is what the loop needs of a *reflector.Prober.
 type Prober interface {
 	// Poll reads the replies waiting, reports lost probes and sends the
@@ -81,6 +90,9 @@ type Config struct {
 	// interval (default the package's IdleTick; never faster than the
 	// controller's ProbeInterval).
 	IdleTick time.Duration
+	// Waker, if set, wakes an idle loop when traffic starts; the idle
+	// tick is then ArmedIdleTick while it is armed.
+	Waker Waker
 }
 
 // Loop is one running autorate. Step and Status may be called from
@@ -102,6 +114,13 @@ type Loop struct {
 	tick         time.Duration // how often Step should run now (Interval)
 	lastStep     time.Duration // now at the previous Step
 	idleC        chan struct{} // IdleChanged's
+
+	// The Waker's state: armed; the ticks at ProbeInterval left after a
+	// wake; when it may be armed again, and the wait before that.
+	armed   bool
+	watch   int
+	rearmAt time.Duration
+	backoff time.Duration
 
 	mu     sync.Mutex
 	status Status
@@ -290,13 +309,8 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		// at once when it sees load in the shaper's counters.
 		l.probeEvery = out.ProbeInterval
 		l.cfg.Prober.SetInterval(out.ProbeInterval)
-		// The loop slows with the probes: an idle tick has nothing to
-		// decide but whether load is back.
-		l.tick = l.cfg.Controller.ProbeInterval
-		if out.ProbeIdle {
-			l.tick = l.cfg.IdleTick
-		}
 	}
+	l.tick = l.nextTick(now, out.ProbeIdle)
 	changed := [2]bool{}
 	var setErr [2]error
 	var set [2]uint64
@@ -375,6 +389,66 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		s.Reflectors[i] = ReflectorStatus{Target: l.cfg.Targets[i].String(), OneWay: r.OneWay, Replied: r.Replied,
 			Baseline: r.Baseline, Rise: r.Rise, Lost: r.Lost, Replace: r.Replace}
 	}
+}
+
+// nextTick says how long until the next Step, and arms or disarms the
+// Waker. The loop slows with the probes while the controller says idle:
+// an idle tick has nothing to decide but whether load is back. With a
+// Waker armed, a load's first packet says so sooner than any tick, and
+// the tick slows further; a wake is followed by WatchTicks fast ticks,
+// and when they find no load, the Waker is armed again after a backoff
+// (a link with light traffic in large packets would wake it at each).
+func (l *Loop) nextTick(now time.Duration, idle bool) time.Duration {
+	fast := l.cfg.Controller.ProbeInterval
+	w := l.cfg.Waker
+	if !idle {
+		l.watch, l.backoff, l.rearmAt = 0, 0, 0
+		if l.armed {
+			l.armed = false
+			if err := w.Disarm(); err != nil {
+				l.wakerFailed(err)
+			}
+		}
+		return fast
+	}
+	if l.watch > 0 {
+		if l.watch--; l.watch > 0 {
+			return fast
+		}
+		l.backoff = min(max(2*l.backoff, MinRearm), MaxRearm)
+		l.rearmAt = now + l.backoff
+	}
+	if w != nil && !l.armed && now >= l.rearmAt {
+		if err := w.Arm(); err != nil {
+			l.wakerFailed(err)
+		} else {
+			l.armed = true
+		}
+	}
+	if l.armed {
+		return max(ArmedIdleTick, l.cfg.IdleTick)
+	}
+	return l.cfg.IdleTick
+}
+
+// woke is the Waker's wake: it disarmed itself, and the next WatchTicks
+// ticks (the first at once) look for the load.
+func (l *Loop) woke() {
+	if !l.armed {
+		return // disarmed since (the wake raced a Step that saw load)
+	}
+	l.armed = false
+	l.watch = WatchTicks + 1 // the Step at the wake counts one
+	if l.cfg.Debugf != nil {
+		l.cfg.Debugf("autorate %s: traffic woke the idle loop", l.cfg.Name)
+	}
+}
+
+// wakerFailed logs why the Waker stopped; the loop goes on without it,
+// at IdleTick.
+func (l *Loop) wakerFailed(err error) {
+	l.cfg.Logf("autorate %s: traffic wake-up: %v; an idle link is checked every %v instead", l.cfg.Name, err, l.cfg.IdleTick)
+	l.cfg.Waker, l.armed = nil, false
 }
 
 func (l *Loop) count(now time.Duration, dropped uint64) {
@@ -479,6 +553,15 @@ func (l *Loop) Run(ctx context.Context) error {
 	tk := time.NewTicker(every)
 	defer tk.Stop()
 	poll := func() error { return l.cfg.Prober.Poll(l.Emit) }
+	var wakeC <-chan struct{}
+	if l.cfg.Waker != nil {
+		wakeC = l.cfg.Waker.C()
+		defer func() {
+			if l.armed {
+				l.cfg.Waker.Disarm()
+			}
+		}()
+	}
 	perr := poll() // the first probes go out now, not a tick from now
 	for perr == nil {
 		select {
@@ -487,6 +570,11 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.setStatus(func(s *Status) { s.Running = false })
 			return nil
 		case <-tk.C:
+		case <-wakeC:
+			// The first fast tick is an interval after this Step, not
+			// whatever the idle ticker had left.
+			l.woke()
+			every = 0
 		}
 		if perr = poll(); perr != nil {
 			break

@@ -483,8 +483,9 @@ func TestIdleRareRepliesNoFallback(t *testing.T) {
 }
 
 // TestIdleSlowsTicks: the loop ticks at IdleTick while the controller
-// says idle (after IdleAfter without load, from the start and after
-// load), and at the probe interval again from the tick that sees load.
+// says idle (from the start on a quiet link after a second of probes,
+// later after IdleAfter without load), and at the probe interval again
+// from the tick that sees load.
 func TestIdleSlowsTicks(t *testing.T) {
 	r := newRig(t, true)
 	r.down.load, r.up.load = 0, 0
@@ -534,7 +535,7 @@ func TestIdleSlowsTicks(t *testing.T) {
 		}
 		told(false)
 	}
-	idleFor(cfg.IdleAfter)
+	idleFor(10 * ProbeInterval) // from the start: ten probes each
 	loaded()
 	r.down.load = 0
 	idleFor(cfg.IdleAfter)
@@ -560,5 +561,191 @@ func TestRunIdleTicks(t *testing.T) {
 	}
 	if st := r.status(); st.Ticks < 3 || st.Ticks > 10 {
 		t.Errorf("%d ticks in 2.5 s, want 3-10: idle after 0.2 s at 0.1 s ticks, then one a second", st.Ticks)
+	}
+}
+
+// fakeWaker counts Arm and Disarm; fire wakes an armed one, as
+// trafficwake.Waker does (once, disarming).
+type fakeWaker struct {
+	mu            sync.Mutex
+	armed         bool
+	arms, disarms int
+	armErr        error
+	c             chan struct{}
+}
+
+func newFakeWaker() *fakeWaker { return &fakeWaker{c: make(chan struct{}, 1)} }
+
+func (w *fakeWaker) Arm() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.armErr != nil {
+		return w.armErr
+	}
+	w.armed = true
+	w.arms++
+	return nil
+}
+
+func (w *fakeWaker) Disarm() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = false
+	w.disarms++
+	return nil
+}
+
+func (w *fakeWaker) C() <-chan struct{} { return w.c }
+
+func (w *fakeWaker) fire() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed {
+		return false
+	}
+	w.armed = false
+	w.c <- struct{}{}
+	return true
+}
+
+func (w *fakeWaker) counts() (arms, disarms int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.arms, w.disarms
+}
+
+// TestWakerIdle: an idle loop arms its Waker and ticks at ArmedIdleTick;
+// a wake brings WatchTicks ticks at the probe interval; when they find no
+// load the Waker is armed again after MinRearm, then after twice that,
+// and the loop ticks at IdleTick while it waits; when they find load the
+// loop runs as loaded, and the next idle arms at once. An Arm that fails
+// is logged and the loop goes on at IdleTick.
+func TestWakerIdle(t *testing.T) {
+	r := newRig(t, true)
+	w := newFakeWaker()
+	r.loop.cfg.Waker = w
+	r.down.load, r.up.load = 0, 0
+	for r.loop.Interval() == ProbeInterval && r.now < time.Minute {
+		r.tick(0, 0, 1)
+	}
+	if d, arms := r.loop.Interval(), w.arms; d != ArmedIdleTick || arms != 1 {
+		t.Fatalf("idle at %v: interval %v, %d arms; want %v and 1", r.now, d, arms, ArmedIdleTick)
+	}
+	// wake: a stray packet, no load. What Run does: woke, then a Step.
+	wake := func() {
+		t.Helper()
+		if !w.fire() {
+			t.Fatal("waker not armed at the wake")
+		}
+		<-w.C()
+		r.loop.woke()
+	}
+	watch := func(wantBackoff time.Duration) {
+		t.Helper()
+		wake()
+		for i := range WatchTicks {
+			r.tick(0, 0, 1)
+			if d := r.loop.Interval(); d != ProbeInterval {
+				t.Fatalf("watch tick %d: interval %v, want %v", i, d, ProbeInterval)
+			}
+		}
+		r.tick(0, 0, 1)
+		from := r.now
+		for r.loop.Interval() != ArmedIdleTick && r.now-from < 20*time.Second {
+			if d := r.loop.Interval(); d != IdleTick {
+				t.Fatalf("waiting to re-arm: interval %v, want %v", d, IdleTick)
+			}
+			r.tick(0, 0, 1)
+		}
+		if took := r.now - from + 100*time.Millisecond; took < wantBackoff || took > wantBackoff+200*time.Millisecond {
+			t.Fatalf("re-armed %v after the watch, want %v", took, wantBackoff)
+		}
+	}
+	watch(MinRearm)
+	watch(2 * MinRearm)
+	// a wake at a load's start: the controller leaves idle, the waker
+	// stays disarmed until the next idle, which arms at once.
+	wake()
+	r.down.load = 1
+	r.tick(0, 0, 1)
+	r.tick(0, 0, 1)
+	if d := r.loop.Interval(); d != ProbeInterval || r.status().Idle {
+		t.Fatalf("load after a wake: interval %v, idle %v; want %v, not idle", d, r.status().Idle, ProbeInterval)
+	}
+	armsBefore, _ := w.counts()
+	r.down.load = 0
+	for r.loop.Interval() == ProbeInterval {
+		r.tick(0, 0, 1)
+	}
+	if arms, _ := w.counts(); r.loop.Interval() != ArmedIdleTick || arms != armsBefore+1 {
+		t.Fatalf("idle again: interval %v, arms %d (were %d); want %v, armed at once", r.loop.Interval(), arms, armsBefore, ArmedIdleTick)
+	}
+	// load seen by a tick while armed: disarmed.
+	r.down.load = 1
+	r.tick(0, 0, 1)
+	if _, disarms := w.counts(); disarms != 1 || w.armed {
+		t.Fatalf("load while armed: %d disarms, armed %v; want 1, disarmed", disarms, w.armed)
+	}
+	// an Arm that fails: logged, IdleTick from then on.
+	w.armErr = errors.New("no CAP_NET_RAW")
+	r.down.load = 0
+	for r.loop.Interval() == ProbeInterval {
+		r.tick(0, 0, 1)
+	}
+	if d := r.loop.Interval(); d != IdleTick || r.loop.cfg.Waker != nil {
+		t.Fatalf("arm failed: interval %v, waker %v; want %v and none", d, r.loop.cfg.Waker, IdleTick)
+	}
+	if !slices.ContainsFunc(r.logs, func(s string) bool { return strings.Contains(s, "traffic wake-up") }) {
+		t.Errorf("the failed arm was not logged: %q", r.logs)
+	}
+}
+
+// TestRunWake: Run steps at once on a wake, then at the probe interval
+// (WatchTicks more), then arms again after MinRearm; without a wake an
+// armed loop stays at ArmedIdleTick.
+func TestRunWake(t *testing.T) {
+	r := newRig(t, true)
+	clock := new(time.Duration)
+	r.down.now, r.up.now = clock, clock
+	r.down.load, r.up.load = 0, 0
+	r.loop.cfg.Controller.IdleAfter = 200 * time.Millisecond
+	r.loop.ctl, _ = autorate.New(r.loop.cfg.Controller)
+	w := newFakeWaker()
+	r.loop.cfg.Waker = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.loop.Run(ctx) }()
+	waitArms := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if arms, _ := w.counts(); arms >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("not armed %d times in 20 s", n)
+			}
+		}
+	}
+	waitArms(1)
+	before := r.status().Ticks
+	time.Sleep(300 * time.Millisecond)
+	if n := r.status().Ticks - before; n > 0 {
+		t.Errorf("%d ticks in 300 ms while armed, want none (ArmedIdleTick %v)", n, ArmedIdleTick)
+	}
+	w.fire()
+	start := time.Now()
+	waitArms(2)
+	took := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// the wake's Step, WatchTicks, then IdleTick ticks until MinRearm
+	if n := r.status().Ticks - before; n < WatchTicks+1 {
+		t.Errorf("%d ticks between the wake and the next arm, want at least %d", n, WatchTicks+1)
+	}
+	if took < MinRearm {
+		t.Errorf("armed again %v after the wake, want at least MinRearm (%v) after the watch", took, MinRearm)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sqm/internal/logger"
 	"sqm/internal/plan"
 	"sqm/internal/reflector"
+	"sqm/internal/trafficwake"
 )
 
 // StartAutorate is the daemon's autorate: internal/autorun's loop on its
@@ -35,16 +36,28 @@ func StartAutorate(st *State, mtu int, log *logger.Logger) (AutorateRunner, erro
 	if err != nil {
 		return nil, err
 	}
+	logf := func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...), "interface", st.Interface) }
+	// The traffic wake-up is an economy, not a need: without it an idle
+	// link is checked every autorun.IdleTick.
+	var waker *trafficwake.Waker
+	idx, err := conn.LinkIndex(st.Interface)
+	if err == nil {
+		waker, err = trafficwake.Open(idx, trafficwake.MinLen)
+	}
+	if err != nil {
+		logf("autorate %s: no traffic wake-up (%v); an idle link is checked every %v", st.Interface, err, autorun.IdleTick)
+	}
 	q := st.Queue
 	k, err := autorun.NewKernel(conn, &q, p, mtu)
 	if err != nil {
 		conn.Close()
+		waker.Close()
 		return nil, err
 	}
-	logf := func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...), "interface", st.Interface) }
 	prober, err := reflector.New(reflector.Config{Targets: slots, Interval: autorun.ProbeInterval, Logf: logf})
 	if err != nil {
 		k.Close()
+		waker.Close()
 		return nil, err
 	}
 	// One line per rate change, several a second under load: formatted
@@ -54,20 +67,26 @@ func StartAutorate(st *State, mtu int, log *logger.Logger) (AutorateRunner, erro
 			log.Debug(fmt.Sprintf(format, args...), "interface", st.Interface)
 		}
 	}
-	loop, err := autorun.New(autorun.Config{Name: st.Interface, Controller: autorun.ControllerConfig(p.Autorate, slots),
-		Shapers: k.Shapers(), Prober: prober, Targets: slots, Spares: spares, Logf: logf, Debugf: debugf})
+	cfg := autorun.Config{Name: st.Interface, Controller: autorun.ControllerConfig(p.Autorate, slots),
+		Shapers: k.Shapers(), Prober: prober, Targets: slots, Spares: spares, Logf: logf, Debugf: debugf}
+	if waker != nil {
+		cfg.Waker = waker
+	}
+	loop, err := autorun.New(cfg)
 	if err != nil {
 		prober.Close()
 		k.Close()
+		waker.Close()
 		return nil, err
 	}
-	return &autorunRunner{loop: loop, k: k, prober: prober}, nil
+	return &autorunRunner{loop: loop, k: k, prober: prober, waker: waker}, nil
 }
 
 type autorunRunner struct {
 	loop   *autorun.Loop
 	k      *autorun.Kernel
 	prober *reflector.Prober
+	waker  *trafficwake.Waker // nil without
 	st     autorun.Status
 }
 
@@ -79,6 +98,7 @@ func (r *autorunRunner) Hold(f func(*plan.Plan) error) error { return r.k.Hold(f
 
 func (r *autorunRunner) Close() error {
 	r.prober.Close()
+	r.waker.Close()
 	return r.k.Close()
 }
 
