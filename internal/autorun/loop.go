@@ -357,6 +357,9 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		case l.idleC <- struct{}{}:
 		default:
 		}
+		if l.cfg.Debugf != nil {
+			l.cfg.Debugf("autorate %s: idle %v; ticks every %v, traffic wake-up armed %v", l.cfg.Name, out.ProbeIdle, l.tick, l.armed)
+		}
 	}
 	s.Idle = out.ProbeIdle
 	s.Ticks++

@@ -122,7 +122,7 @@ func BenchmarkLoopbackEcho(b *testing.B) {
 		p.send(0, emit)
 		for want := got + 1; got < want; {
 			unix.Poll(pfd, 1000)
-			p.drain(sockICMP4, emit)
+			p.drain(sockICMP4, p.cfg.Timeout, emit)
 		}
 	}
 }

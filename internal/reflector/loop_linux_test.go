@@ -620,3 +620,33 @@ func TestPollEveryInterval(t *testing.T) {
 		tk.Stop()
 	}
 }
+
+// TestReadLate: a reply read long after it came (an idle loop polls
+// every few seconds) keeps the round trip its kernel stamp gives, not the
+// time until the read. With the bound at the timeout alone it read as
+// the whole wait.
+func TestReadLate(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := netns.NewT(t, "refllate")
+	if err := ns.Up("lo"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Targets: []Target{{Addr: netip.MustParseAddr("127.0.0.1"), Kind: ICMPEcho}},
+		Interval: 10 * time.Second, Timeout: 100 * time.Millisecond, Enter: ns.Do, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []Sample
+	emit := func(s *Sample) { got = append(got, *s) }
+	if err := p.Poll(emit); err != nil { // sends the probe
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // five timeouts
+	if err := p.Poll(emit); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Lost || got[0].RTT <= 0 || got[0].RTT > 50*time.Millisecond {
+		t.Fatalf("samples %+v; want one reply with a loopback round trip (under 50 ms), not the 500 ms until it was read", got)
+	}
+}

@@ -40,6 +40,7 @@ type Prober struct {
 	cfg     Config
 	socks   [nSocks]sock
 	started bool
+	polled  time.Time // the previous Poll's start
 	targets []tstate
 	byUDP   map[netip.AddrPort]int
 	icmpID  uint16
@@ -377,9 +378,16 @@ func (p *Prober) Poll(emit func(*Sample)) error {
 	}
 	p.applyReplacements()
 	p.applyInterval(now)
+	// A reply may have waited since the previous poll: seconds on an
+	// idle link whose loop sleeps.
+	window := p.cfg.Timeout
+	if !p.polled.IsZero() {
+		window += now.Sub(p.polled)
+	}
+	p.polled = now
 	for s := range p.socks {
 		if p.socks[s].fd >= 0 {
-			p.drain(s, emit)
+			p.drain(s, window, emit)
 		}
 	}
 	now = time.Now()
@@ -574,7 +582,7 @@ func (p *Prober) waiting(s int) bool {
 // arrived there (a late duplicate, another program's ping reply on a raw
 // socket) waits for the next read, which takes it before the replies
 // behind it.
-func (p *Prober) drain(s int, emit func(*Sample)) {
+func (p *Prober) drain(s int, window time.Duration, emit func(*Sample)) {
 	fd := p.socks[s].fd
 	for p.waiting(s) {
 		n, from, at, ok := p.recv(fd)
@@ -585,9 +593,13 @@ func (p *Prober) drain(s int, emit func(*Sample)) {
 		// The kernel's stamp is of the wall clock: only its distance to
 		// now is used, so that at, as every time here, is monotonic. A
 		// stamp that cannot be (missing, after now, older than the
-		// timeout: a wall clock step between, or an emulator that does
-		// not translate the control message) is not used.
-		if d := at.Sub(now.Round(0)); !at.IsZero() && d <= 0 && d > -p.cfg.Timeout {
+		// previous poll by more than the timeout: a wall clock step
+		// between, or an emulator that does not translate the control
+		// message) is not used. Before 2026-12-06 the bound was the
+		// timeout alone, and a reply read more than 2 s after it came
+		// (a loop ticking every 5 s while idle) was timed as if it had
+		// just come: a rise of seconds, and a cut at the next load.
+		if d := at.Sub(now.Round(0)); !at.IsZero() && d <= 0 && d > -window {
 			at = now.Add(d)
 		} else {
 			at = now
