@@ -303,12 +303,15 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 	}
 
 	out := l.ctl.Tick(now, &l.in)
-	if out.ProbeInterval != l.probeEvery && out.ProbeInterval > 0 {
+	probeEvery := out.ProbeInterval
+	if l.watch > 1 {
+		probeEvery = l.cfg.Controller.ProbeInterval // a wake's watch (woke)
+	}
+	if probeEvery != l.probeEvery && probeEvery > 0 {
 		// Idle for the controller's IdleAfter: probes slow to its idle
 		// interval (the "stop probing when idle"), and come back
 		// at once when it sees load in the shaper's counters.
-		l.probeEvery = out.ProbeInterval
-		l.cfg.Prober.SetInterval(out.ProbeInterval)
+		l.setProbeEvery(probeEvery)
 	}
 	l.tick = l.nextTick(now, out.ProbeIdle)
 	changed := [2]bool{}
@@ -442,9 +445,19 @@ func (l *Loop) woke() {
 	}
 	l.armed = false
 	l.watch = WatchTicks + 1 // the Step at the wake counts one
+	// Probes at the full rate from the wake's own poll: when the next
+	// tick sees the load, its first cut is sized on replies that crossed
+	// the queue, not a tick later (in the VM the wake's first cut came
+	// at 110 ms of queue without this).
+	l.setProbeEvery(l.cfg.Controller.ProbeInterval)
 	if l.cfg.Debugf != nil {
 		l.cfg.Debugf("autorate %s: traffic woke the idle loop", l.cfg.Name)
 	}
+}
+
+func (l *Loop) setProbeEvery(d time.Duration) {
+	l.probeEvery = d
+	l.cfg.Prober.SetInterval(d)
 }
 
 // wakerFailed logs why the Waker stopped; the loop goes on without it,

@@ -619,7 +619,8 @@ func (w *fakeWaker) counts() (arms, disarms int) {
 // load the Waker is armed again after MinRearm, then after twice that,
 // and the loop ticks at IdleTick while it waits; when they find load the
 // loop runs as loaded, and the next idle arms at once. An Arm that fails
-// is logged and the loop goes on at IdleTick.
+// is logged and the loop goes on at IdleTick. The watch probes at the
+// probe interval.
 func TestWakerIdle(t *testing.T) {
 	r := newRig(t, true)
 	w := newFakeWaker()
@@ -639,7 +640,11 @@ func TestWakerIdle(t *testing.T) {
 		}
 		<-w.C()
 		r.loop.woke()
+		if g := r.prober.given(); len(g) == 0 || g[len(g)-1] != ProbeInterval {
+			t.Fatalf("at the wake the prober was given %v, want %v last (the wake's poll probes)", g, ProbeInterval)
+		}
 	}
+	idleProbes := autorate.Config{}.WithDefaults().IdleProbeInterval
 	watch := func(wantBackoff time.Duration) {
 		t.Helper()
 		wake()
@@ -650,6 +655,9 @@ func TestWakerIdle(t *testing.T) {
 			}
 		}
 		r.tick(0, 0, 1)
+		if g := r.prober.given(); g[len(g)-1] != idleProbes {
+			t.Fatalf("after the watch the prober was given %v, want %v last", g, idleProbes)
+		}
 		from := r.now
 		for r.loop.Interval() != ArmedIdleTick && r.now-from < 20*time.Second {
 			if d := r.loop.Interval(); d != IdleTick {

@@ -5,7 +5,10 @@ package lab
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,6 +114,42 @@ func TestVMTraceAutorate(t *testing.T) {
 	}
 }
 
+// TestVMTraceAutorateAfterIdle: a load that starts on an idle daemon.
+// The lead is 8 s and the ground-truth probes go every 100 ms (at the
+// lab's 10 ms they and the load test's own idle probes carry more than
+// the controller's 100 kbit/s idle threshold, so the daemon never idles
+// before TestVMTraceAutorate's load). The daemon must say it went idle
+// and that traffic woke it; the first 8 s of the step trace (8 Mbit/s)
+// then keep the download's p95 within 60 ms, and the rate never falls
+// under half the base (3.6 Mbit/s) in the first 2 s: a wake whose first
+// tick read an idle probe's reply as a rise of seconds cut 7.2 Mbit/s
+// to 2.9 there.
+func TestVMTraceAutorateAfterIdle(t *testing.T) {
+	testutil.RequireVM(t)
+	var mu sync.Mutex
+	var idled, woke bool
+	run := runAutorate(t, stepOptions{idle: 8 * time.Second, duration: 8 * time.Second, groundTruth: 100 * time.Millisecond,
+		debug: func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			idled = idled || strings.Contains(line, ": idle true;")
+			woke = woke || (idled && strings.Contains(line, "traffic woke the idle loop"))
+		}})
+	mu.Lock()
+	defer mu.Unlock()
+	if !idled || !woke {
+		t.Fatalf("the daemon went idle: %v, and traffic woke it: %v; want both (the debug lines above)", idled, woke)
+	}
+	lowest := run.rate(0)
+	for at := time.Duration(0); at <= 2*time.Second; at += 10 * time.Millisecond {
+		lowest = min(lowest, run.rate(at))
+	}
+	if half := run.base[autorate.Down] / 2; lowest < half {
+		t.Errorf("the download rate fell to %.2f Mbit/s in the load's first 2 s, want at least half the base (%.2f)", float64(lowest)/1e6, float64(half)/1e6)
+	}
+	run.checkDelay(t)
+}
+
 // TestVMTraceAutorateICMPAhead is TestVMTraceAutorate's run with ICMP
 // queued ahead of the modem's FIFO both ways (Link.ICMPAhead; the upload
 // a constant trace modem for it): the controller's ICMP reflector sees no
@@ -187,10 +226,25 @@ func (r *stepRun) checkDelay(t *testing.T) {
 // TestVMTraceAutorate says, with ICMP ahead of the modem's FIFO if asked,
 // and logs the report and each second.
 func runStepAutorate(t *testing.T, icmpAhead bool) *stepRun {
+	return runAutorate(t, stepOptions{icmpAhead: icmpAhead})
+}
+
+// stepOptions vary runAutorate's run of the step trace.
+type stepOptions struct {
+	icmpAhead bool
+	// idle: the idle lead (default 2 s); duration: how much of the trace
+	// runs (default all); groundTruth: the ground-truth probes' interval
+	// (default the lab's); debug gets each debug line of the daemon.
+	idle, duration, groundTruth time.Duration
+	debug                       func(string)
+}
+
+func runAutorate(t *testing.T, so stepOptions) *stepRun {
 	tr, err := trace.ReadFile("testdata/autorate-step-8-2-8.steps")
 	if err != nil {
 		t.Fatal(err)
 	}
+	icmpAhead := so.icmpAhead
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -198,7 +252,13 @@ func runStepAutorate(t *testing.T, icmpAhead bool) *stepRun {
 	o.Link.DownBits, o.Link.UpBits = 8_000_000, 2_000_000
 	o.Link.ICMPAhead = icmpAhead
 	o.Duration = tr.Length
+	if so.duration > 0 {
+		o.Duration = so.duration
+	}
 	o.Idle = 2 * time.Second
+	if so.idle > 0 {
+		o.Idle = so.idle
+	}
 	o.Progress = func(p string) { t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), p) }
 	ctl := Autorate().(*sqmAutorate)
 	// The upload has no trace: its capacity is the line's fixed 2 Mbit/s
@@ -208,8 +268,13 @@ func runStepAutorate(t *testing.T, icmpAhead bool) *stepRun {
 		q.Autorate.UploadMin, q.Autorate.UploadMax = q.Upload, q.Upload
 		q.Autorate.DownloadMin = 1000
 	}
-	ctl.debugf = func(f string, a ...any) { t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...) }
-	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl})
+	ctl.debugf = func(f string, a ...any) {
+		t.Logf("[%5.1fs] "+f, append([]any{time.Since(start).Seconds()}, a...)...)
+		if so.debug != nil {
+			so.debug(fmt.Sprintf(f, a...))
+		}
+	}
+	rep, err := RunTrace(ctx, o, Traces{Down: tr, Controller: ctl, GroundTruthEvery: so.groundTruth})
 	if err != nil {
 		t.Fatal(err)
 	}

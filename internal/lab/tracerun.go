@@ -37,6 +37,12 @@ type Traces struct {
 	// so the report is what a controller does and costs on an idle link
 	// (its utilisation is 0).
 	NoLoad bool
+	// GroundTruthEvery is how often the ground-truth probes go each way;
+	// 0 means every 10 ms under load, 100 ms without. At 10 ms they carry
+	// about 85 kbit/s each way, which with the load test's own idle
+	// probes keeps a controller's idle threshold (100 kbit/s) from ever
+	// being met in the idle lead.
+	GroundTruthEvery time.Duration
 }
 
 // DefaultTraceInterval is the modem's step: fine enough for cellular
@@ -280,6 +286,9 @@ func RunTrace(ctx context.Context, o Options, tr Traces) (rep *TraceReport, err 
 	every := owdEvery
 	if tr.NoLoad {
 		every = owdIdleEvery
+	}
+	if tr.GroundTruthEvery > 0 {
+		every = tr.GroundTruthEvery
 	}
 	prober, err := t.startOWD(ctx, every)
 	if err != nil {

@@ -42,7 +42,7 @@ func StartAutorate(st *State, mtu int, log *logger.Logger) (AutorateRunner, erro
 	var waker *trafficwake.Waker
 	idx, err := conn.LinkIndex(st.Interface)
 	if err == nil {
-		waker, err = trafficwake.Open(idx, trafficwake.MinLen)
+		waker, err = trafficwake.Open(idx, trafficwake.MinLen, nil)
 	}
 	if err != nil {
 		logf("autorate %s: no traffic wake-up (%v); an idle link is checked every %v", st.Interface, err, autorun.IdleTick)

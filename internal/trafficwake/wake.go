@@ -13,8 +13,8 @@
 // segment, not an ACK, a DNS reply or a keepalive) crossing the
 // interface either way, seen through a packet socket whose filter runs
 // in the kernel: nothing reaches the process until such a packet does.
-// The tap is on the interface only while armed; a wake disarms it, so a
-// loaded link pays nothing per packet.
+// The socket exists only while armed; a wake closes it, so a loaded link
+// pays nothing per packet.
 package trafficwake
 
 // MinLen is the smallest packet (bytes, link-layer header included) that

@@ -3,6 +3,8 @@ package trafficwake
 import (
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 
 // pair is two namespaces joined by a veth (a in one, b in the other),
 // 10.77.0.1 and 10.77.0.2, with a Waker on a.
-func pair(t *testing.T) (w *Waker, sendAB, sendBA func(size int)) {
+func pair(t *testing.T) (w *Waker, sendAB, sendBA func(size int), tapped func() bool) {
 	t.Helper()
 	na, nb := netns.NewT(t, "wakea"), netns.NewT(t, "wakeb")
 	if err := na.Veth("a", nb, "b"); err != nil {
@@ -33,7 +35,7 @@ func pair(t *testing.T) (w *Waker, sendAB, sendBA func(size int)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := na.Do(func() (err error) { w, err = Open(int(idx), MinLen); return err }); err != nil {
+	if w, err = Open(int(idx), MinLen, na.Do); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
@@ -52,7 +54,26 @@ func pair(t *testing.T) (w *Waker, sendAB, sendBA func(size int)) {
 			}
 		}
 	}
-	return w, sender(na, "10.77.0.2:9"), sender(nb, "10.77.0.1:9")
+	// tapped reads the namespace's packet sockets (/proc/net/packet:
+	// sk RefCnt Type Proto Iface R ...): is one running, a tap on the
+	// interface? A disarmed Waker has none open.
+	tapped = func() bool {
+		var b []byte
+		if err := na.Do(func() (err error) { b, err = os.ReadFile("/proc/thread-self/net/packet"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")[1:]
+		if len(lines) > 1 {
+			t.Fatalf("packet sockets in the namespace: %q, want ours alone", lines)
+		}
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 5 && f[5] == "1" {
+				return true
+			}
+		}
+		return false
+	}
+	return w, sender(na, "10.77.0.2:9"), sender(nb, "10.77.0.1:9"), tapped
 }
 
 func woke(w *Waker, within time.Duration) bool {
@@ -69,7 +90,14 @@ func woke(w *Waker, within time.Duration) bool {
 // a wake disarms it until Arm.
 func TestWake(t *testing.T) {
 	testutil.RequireRoot(t)
-	w, ab, ba := pair(t)
+	w, ab, ba, tapped := pair(t)
+	tap := func(want bool, when string) {
+		t.Helper()
+		if got := tapped(); got != want {
+			t.Fatalf("%s: tap on the interface %v, want %v", when, got, want)
+		}
+	}
+	tap(false, "opened")
 	ab(1200) // resolves the neighbour; not armed yet
 	if woke(w, 100*time.Millisecond) {
 		t.Fatal("woke while never armed")
@@ -77,6 +105,7 @@ func TestWake(t *testing.T) {
 	if err := w.Arm(); err != nil {
 		t.Fatal(err)
 	}
+	tap(true, "armed")
 	for range 20 {
 		ab(200) // 200 bytes of payload: well under MinLen on the wire
 		ba(200)
@@ -93,6 +122,7 @@ func TestWake(t *testing.T) {
 	if woke(w, 200*time.Millisecond) {
 		t.Fatal("woke again without Arm")
 	}
+	tap(false, "after a wake")
 	if err := w.Arm(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +140,12 @@ func TestWake(t *testing.T) {
 	if woke(w, 200*time.Millisecond) {
 		t.Fatal("woke after Disarm")
 	}
+	tap(false, "disarmed")
 }
 
 func TestOpenBadArgs(t *testing.T) {
 	for _, c := range [][2]int{{0, MinLen}, {1, 0}, {1, 70000}} {
-		if w, err := Open(c[0], c[1]); err == nil {
+		if w, err := Open(c[0], c[1], nil); err == nil {
 			w.Close()
 			t.Errorf("Open(%d, %d) accepted", c[0], c[1])
 		}

@@ -8,7 +8,7 @@ import "errors"
 type Waker struct{}
 
 // Open fails: packet sockets are Linux's.
-func Open(ifindex, minLen int) (*Waker, error) {
+func Open(ifindex, minLen int, enter func(func() error) error) (*Waker, error) {
 	return nil, errors.New("trafficwake: needs Linux")
 }
 
