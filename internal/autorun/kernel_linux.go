@@ -26,6 +26,10 @@ type Kernel struct {
 	// them.
 	sc    [2]kernel.ShaperCounters
 	fresh [2]bool
+	// rootKind: every shaped tree is its root qdisc alone (cake's
+	// recipes), of these kinds: a GET of each root replaces the dump.
+	rootKind [2]string
+	rootOnly bool
 }
 
 type kernelShaper struct {
@@ -65,6 +69,17 @@ func NewKernel(conn *kernel.Conn, q *config.Queue, p *plan.Plan, mtu int) (*Kern
 	}
 	if k.dirs[0] == nil && k.dirs[1] == nil {
 		return nil, fmt.Errorf("autorun: queue %s shapes no direction autorate may change", q.Name)
+	}
+	k.rootOnly = true
+	for d, ks := range k.dirs {
+		if ks == nil {
+			continue
+		}
+		if len(ks.cur.Qdiscs) != 1 {
+			k.rootOnly = false
+			break
+		}
+		k.rootKind[d] = ks.cur.Qdiscs[0].Kind
 	}
 	return k, nil
 }
@@ -135,7 +150,13 @@ func (s *kernelShaper) Read(sh *autorate.Shaper) error {
 				idx[d] = ks.ifindex
 			}
 		}
-		if err := k.conn.ShaperCounters(idx, &k.sc); err != nil {
+		var err error
+		if k.rootOnly {
+			err = k.conn.ShaperRootCounters(idx, k.rootKind, &k.sc)
+		} else {
+			err = k.conn.ShaperCounters(idx, &k.sc)
+		}
+		if err != nil {
 			return err
 		}
 		for d, ks := range k.dirs {

@@ -85,6 +85,45 @@ func (c *Conn) ShaperCounters(ifindex [2]int, sc *[2]ShaperCounters) error {
 	return nil
 }
 
+// ShaperRootCounters is ShaperCounters for trees of one qdisc (cake's
+// recipes), read with one GET of each device's root: a dump carries
+// every device's qdiscs, twice over (the second pass finds the end), and
+// a router's radios have an mq and four fq_codels each. kind[i] is the
+// root's kind in the plan: a root of another kind (the tree removed
+// under the loop: the device's default qdisc) wraps ErrNoLink.
+func (c *Conn) ShaperRootCounters(ifindex [2]int, kind [2]string, sc *[2]ShaperCounters) error {
+	*sc = [2]ShaperCounters{}
+	for i, idx := range ifindex {
+		if idx == 0 {
+			continue
+		}
+		req := make([]byte, tcmsgLen)
+		req[0] = unix.AF_UNSPEC
+		binary.NativeEndian.PutUint32(req[4:], uint32(int32(idx)))
+		binary.NativeEndian.PutUint32(req[12:], uint32(plan.HandleRoot))
+		// Echo: kernels before 6.9 send a GET's answer as a
+		// notification, to the asker only when it asks for an echo.
+		msgs, err := c.raw.Execute(netlink.Message{Header: netlink.Header{Type: unix.RTM_GETQDISC, Flags: unix.NLM_F_ECHO}, Data: req})
+		if err != nil {
+			if errors.Is(err, unix.ENODEV) {
+				return fmt.Errorf("shaper counters of ifindex %d: %w", idx, errors.Join(ErrNoLink, err))
+			}
+			return explain(fmt.Sprintf("get the root qdisc of ifindex %d", idx), err, "")
+		}
+		if len(msgs) != 1 {
+			return fmt.Errorf("shaper counters of ifindex %d: %d replies to a GET of the root qdisc, want 1", idx, len(msgs))
+		}
+		q, err := decodeObject(msgs[0].Data)
+		if err != nil {
+			return fmt.Errorf("shaper counters: %w", err)
+		}
+		if q.Ifindex != idx || q.Kind != kind[i] || !sc[i].add(&q) {
+			return fmt.Errorf("shaper counters of ifindex %d: the root is %s on ifindex %d, want %s: %w", idx, q.Kind, q.Ifindex, kind[i], ErrNoLink)
+		}
+	}
+	return nil
+}
+
 // add counts one qdisc of the device; it reports whether it was the root.
 func (sc *ShaperCounters) add(q *object) bool {
 	switch q.Kind {

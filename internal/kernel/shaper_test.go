@@ -86,6 +86,37 @@ func checkDrained(t *testing.T, conn *Conn, p *plan.Plan, idx [2]int, cake bool)
 	if err := conn.ShaperCounters([2]int{0, 9999}, &sc); !errors.Is(err, ErrNoLink) {
 		t.Errorf("a device without a tree: %v, want ErrNoLink", err)
 	}
+	// The roots alone, by GET: the dump's root counters, and with a cake
+	// root (the whole tree) its marks and delay too.
+	// A packet may cross between two reads (the namespace's own IPv6
+	// solicitations): the GET is compared with dumps on both sides of it
+	// that agree.
+	kinds := [2]string{p.Ingress.Shaper.Qdiscs[0].Kind, p.Egress.Qdiscs[0].Kind}
+	var rc [2]ShaperCounters
+	for try := 0; ; try++ {
+		sc = readShaper(t, conn, idx)
+		if err := conn.ShaperRootCounters(idx, kinds, &rc); err != nil {
+			t.Fatalf("ShaperRootCounters: %v", err)
+		}
+		if after := readShaper(t, conn, idx); after == sc || try == 5 {
+			break
+		}
+	}
+	for d := range rc {
+		want := sc[d]
+		if !cake {
+			want.Marks = rc[d].Marks // the leaves' marks: not the root's to give
+		}
+		if rc[d] != want {
+			t.Errorf("direction %d: root counters by GET %+v, by dump %+v", d, rc[d], sc[d])
+		}
+	}
+	if err := conn.ShaperRootCounters(idx, [2]string{kinds[0], "sfq"}, &rc); !errors.Is(err, ErrNoLink) {
+		t.Errorf("a root of another kind than asked: %v, want ErrNoLink", err)
+	}
+	if err := conn.ShaperRootCounters([2]int{0, 9999}, kinds, &rc); !errors.Is(err, ErrNoLink) {
+		t.Errorf("a missing device: %v, want ErrNoLink", err)
+	}
 }
 
 // BenchmarkShaperCounters is the autorate loop's read of both directions
