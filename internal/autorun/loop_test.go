@@ -542,17 +542,24 @@ func TestIdleSlowsTicks(t *testing.T) {
 	loaded()
 }
 
-// TestRunIdleTicks: Run follows Interval. With the controller idle after
-// 200 ms and a 1 s idle tick, a 2.5 s run has a handful of ticks; at the
-// probe interval throughout it would have about 25. A bound on how many
-// ticks real time allows, so a slow machine only makes fewer.
-func TestRunIdleTicks(t *testing.T) {
+// newIdleRunRig is a rig for Run in real time: the shapers' clock stands
+// still (no load), and the controller idles after 200 ms.
+func newIdleRunRig(t *testing.T) *rig {
 	r := newRig(t, true)
 	clock := new(time.Duration)
 	r.down.now, r.up.now = clock, clock
 	r.down.load, r.up.load = 0, 0
 	r.loop.cfg.Controller.IdleAfter = 200 * time.Millisecond
 	r.loop.ctl, _ = autorate.New(r.loop.cfg.Controller)
+	return r
+}
+
+// TestRunIdleTicks: Run follows Interval. With the controller idle after
+// 200 ms and a 1 s idle tick, a 2.5 s run has a handful of ticks; at the
+// probe interval throughout it would have about 25. A bound on how many
+// ticks real time allows, so a slow machine only makes fewer.
+func TestRunIdleTicks(t *testing.T) {
+	r := newIdleRunRig(t)
 	r.loop.cfg.IdleTick = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
@@ -712,12 +719,7 @@ func TestWakerIdle(t *testing.T) {
 // (WatchTicks more), then arms again after MinRearm; without a wake an
 // armed loop stays at ArmedIdleTick.
 func TestRunWake(t *testing.T) {
-	r := newRig(t, true)
-	clock := new(time.Duration)
-	r.down.now, r.up.now = clock, clock
-	r.down.load, r.up.load = 0, 0
-	r.loop.cfg.Controller.IdleAfter = 200 * time.Millisecond
-	r.loop.ctl, _ = autorate.New(r.loop.cfg.Controller)
+	r := newIdleRunRig(t)
 	w := newFakeWaker()
 	r.loop.cfg.Waker = w
 	ctx, cancel := context.WithCancel(context.Background())

@@ -67,10 +67,7 @@ const (
 // qdiscs of all devices (filtered here), classes of ifindex, and filters of
 // the qdisc or class parent.
 func (c *Conn) dump(kind dumpKind, ifindex int, parent plan.Handle) ([]object, error) {
-	req := make([]byte, tcmsgLen)
-	req[0] = unix.AF_UNSPEC
-	binary.NativeEndian.PutUint32(req[4:], uint32(int32(ifindex)))
-	binary.NativeEndian.PutUint32(req[12:], uint32(parent))
+	req := tcmsg(ifindex, 0, parent, 0)
 	var msgs []netlink.Message
 	var err error
 	// A dump interrupted by a concurrent change (another tool, or the

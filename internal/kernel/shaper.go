@@ -48,8 +48,7 @@ func (c *Conn) LinkIndex(iface string) (int, error) {
 // flows among the classes), which a loop reading each probe interval
 // cannot afford on a router.
 func (c *Conn) ShaperCounters(ifindex [2]int, sc *[2]ShaperCounters) error {
-	req := make([]byte, tcmsgLen)
-	req[0] = unix.AF_UNSPEC
+	req := tcmsg(0, 0, 0, 0)
 	msgs, err := c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
 	for i := 1; i < dumpTries && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
 		msgs, err = c.raw.Execute(netlink.Message{Header: netlink.Header{Type: uint16(dumpQdiscs), Flags: netlink.Dump}, Data: req})
@@ -97,10 +96,7 @@ func (c *Conn) ShaperRootCounters(ifindex [2]int, kind [2]string, sc *[2]ShaperC
 		if idx == 0 {
 			continue
 		}
-		req := make([]byte, tcmsgLen)
-		req[0] = unix.AF_UNSPEC
-		binary.NativeEndian.PutUint32(req[4:], uint32(int32(idx)))
-		binary.NativeEndian.PutUint32(req[12:], uint32(plan.HandleRoot))
+		req := tcmsg(idx, 0, plan.HandleRoot, 0)
 		// Echo: kernels before 6.9 send a GET's answer as a
 		// notification, to the asker only when it asks for an echo.
 		msgs, err := c.raw.Execute(netlink.Message{Header: netlink.Header{Type: unix.RTM_GETQDISC, Flags: unix.NLM_F_ECHO}, Data: req})
