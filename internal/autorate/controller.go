@@ -35,10 +35,24 @@ type Shaper struct {
 }
 
 // Input is what the daemon gathered since the last tick. The controller does
-// not keep Samples: the caller may reuse the slice.
+// not keep Samples or Waiting: the caller may reuse the slices.
 type Input struct {
 	Samples []Sample
 	Shaper  [2]Shaper // indexed by Down, Up
+	// Waiting lists, per reflector, the oldest probe still unanswered
+	// (lost ones too, until the probe layer gives up on them). A probe
+	// stuck in a growing queue answers only a queue's delay later; how
+	// long it has waited so far is a lower bound on that delay, which
+	// the download's cut reads when its counters show the capacity fell
+	// (see decide).
+	Waiting []Waiting
+}
+
+// Waiting is a probe in flight: the reflector's slot and when it was sent
+// (the Tick clock).
+type Waiting struct {
+	Reflector int
+	Sent      time.Duration
 }
 
 // DirOutput is one direction's decision.
@@ -89,6 +103,7 @@ type reflector struct {
 	base     [3]time.Duration // baselines: down, up, round trip
 	delta    [3]time.Duration // latest rise over the baseline, >= 0
 	at       time.Duration    // latest reply (tick time)
+	waitSent time.Duration    // the oldest probe in flight this tick (never: none)
 	sent     time.Duration    // when the latest replied probe was sent
 	prevSent time.Duration    // and the one before
 	prev     [3]time.Duration // rises of the one before
@@ -270,6 +285,16 @@ func (c *Controller) Tick(now time.Duration, in *Input) *Output {
 	c.now = now
 	light := c.dir[Down].util < c.cfg.LoadLight && c.dir[Up].util < c.cfg.LoadLight
 	c.takeSamples(now, in.Samples, light)
+	for i := range c.refl {
+		c.refl[i].waitSent = never
+	}
+	for _, w := range in.Waiting {
+		if w.Reflector >= 0 && w.Reflector < len(c.refl) && w.Sent <= now {
+			if r := &c.refl[w.Reflector]; r.waitSent == never || w.Sent < r.waitSent {
+				r.waitSent = w.Sent
+			}
+		}
+	}
 	for d := range c.dir {
 		c.measure(Dir(d), now, &in.Shaper[d])
 	}
@@ -517,6 +542,59 @@ func (s *direction) meanRate(from, to time.Duration) (float64, bool) {
 		return 0, false
 	}
 	return sum / float64(span), true
+}
+
+// waitRise is the download's delay rise that the probes still in flight
+// show at least, now: the lower median over the reflectors that have
+// answered (those with nothing in flight count 0, so one lost probe
+// cannot make it). A probe's wait so far, less the reflector's baseline
+// round trip and its upload's latest rise, is what the download queued
+// it at least; a one-way reflector's two baselines add up to its round
+// trip, the clocks' offsets cancelling.
+func (c *Controller) waitRise(now time.Duration) time.Duration {
+	n := 0
+	for i := range c.refl {
+		r := &c.refl[i]
+		if !r.replied {
+			continue
+		}
+		var w time.Duration
+		if r.waitSent != never && r.waitSent > r.sent {
+			switch {
+			case r.oneWay && r.have[iDown] && r.have[iUp]:
+				w = now - r.waitSent - r.base[iDown] - r.base[iUp] - r.delta[iUp]
+			case !r.oneWay && r.have[iRTT]:
+				w = now - r.waitSent - r.base[iRTT]
+			}
+		}
+		c.scratch[n] = max(w, 0)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return lowerMedian(c.scratch[:n])
+}
+
+// fellTick says the download's counters show a capacity, not a stall
+// beginning: the tick before the last already sent below its rate, so
+// the drop began before the last tick, which then ran wholly after it,
+// and still carried at least what the largest cut reaches (a stall
+// carries nothing), below the rate, with the shaper empty or below the
+// bottleneck: the last tick's count is what comes through.
+func (s *direction) fellTick(cfg *Config) bool {
+	if s.nhist < 3 {
+		return false
+	}
+	a, b, p := &s.hist[(s.nhist-1)%histLen], &s.hist[(s.nhist-2)%histLen], &s.hist[(s.nhist-3)%histLen]
+	if a.t <= b.t || b.t <= p.t {
+		return false
+	}
+	last := float64(a.bytes-b.bytes) * 8 / (a.t - b.t).Seconds()
+	prev := float64(b.bytes-p.bytes) * 8 / (b.t - p.t).Seconds()
+	r := float64(b.rate)
+	return prev < 0.95*float64(p.rate) && last < 0.95*r && last >= (1-cfg.MaxDecreaseStep)*r &&
+		(s.bottleneckBelow() || !s.backlogged)
 }
 
 // bottleneckBelow: the shaper knows its queue, it is empty, and it sends
@@ -841,6 +919,20 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 	// same queue would cut twice for it)
 	newReply := s.lastDec == never || c.lastReply > s.lastDec
 	newProbe := s.lastDec == never || c.lastSent > s.lastDec
+	// waited: the download's counters show its capacity fell (a whole
+	// tick below the rate, and not a stall), and the probes in flight
+	// have waited more than the target over their baselines: they are in
+	// the queue the drop is filling, and answer only a queue's delay
+	// later. In the VM's step from 8 to 2 Mbit/s the replies stopped for
+	// 200-300 ms after the first cut, which (sized on the last replies,
+	// before the queue grew) left the rate above the new capacity, and
+	// without a reply the cut was not judged again.
+	var waited time.Duration
+	if d == Down && s.haveQ && !c.stalled && s.fellTick(cfg) {
+		if w := c.waitRise(now); w > target {
+			waited = w
+		}
+	}
 	drifting := false
 	flat := false // the increase below runs at full speed, or would but for its pace
 	switch {
@@ -849,7 +941,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		s.episode = false // what comes after a stall is judged afresh
 	case !s.haveQ:
 		reason = ReasonNoDelay
-	case early > target || (!s.episode && earlyC > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
+	case early > target || waited > 0 || (!s.episode && earlyC > target/3 && s.slope > growing && rising && newProbe && (s.bottleneckBelow() || s.capEst > 0)):
 		// Over target; or a third of it and rising, with the capacity
 		// known: from the probes' slopes, or because "cake idle, link
 		// loaded, delay rising" says the bottleneck moved below our rate
@@ -867,6 +959,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		why := ReasonDelay
 		var capEst, in float64
 		known := true // measured, not assumed
+		// counted: the capacity is what the shaper's counters show got
+		// through, not a slope's inference
+		counted := false
 		// A download's load start: the queue is the senders' slow
 		// start, fed far above our rate, not a capacity below it.
 		loadStart := d == Down && s.settling(now)
@@ -887,7 +982,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		// a load's start in the VM cut 7.2 Mbit/s on an 8 Mbit/s link to
 		// 2.9 (docs/autorate.md, "Utilisation").
 		if a > 0 && ((s.bottleneckBelow() && a < 0.99*r) || (!s.backlogged && a < 0.95*r)) {
-			capEst, in = a, r
+			capEst, in, counted = a, r, true
 			if s.bottleneckBelow() {
 				why = ReasonBottleneckBelow
 			}
@@ -925,14 +1020,17 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			// was bounded short of its plan, when the capacity estimate
 			// fell below what it assumed, or when the drain is overdue
 			// and probes sent since show no shrinking.
-			if now-s.lastDec < cfg.DecreaseEvery {
+			if !due(now, s.lastDec, cfg.DecreaseEvery) {
 				break
 			}
 			short := r > 1.05*s.planned
 			// (with a reply since the cut: when replies stop, the
 			// shaper's falling count is a stall beginning, to be held,
 			// not a capacity to follow down)
-			lower := known && capEst < 0.97*s.cutCap && newReply
+			lower := known && capEst < 0.97*s.cutCap && (newReply || waited > 0)
+			// deeper: the probes in flight show more queue than the
+			// cut was sized for
+			deeper := waited > s.cutQ+target
 			// bigger: a cut on an assumed capacity, and the probes sent
 			// since show more queue than it was sized for, by more than
 			// the target. A load's start does this: the senders' slow
@@ -953,10 +1051,10 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			full := s.queueing || float64(s.achieved) >= 0.95*r
 			overdue := full && now-s.lastDec > 2*cfg.DrainTime+s.age && s.postN > 0 && 2*s.postN >= s.kindN &&
 				(s.postSlope >= 0 || s.q.Seconds()/-s.postSlope > 4*cfg.DrainTime.Seconds())
-			if !short && !lower && !overdue && !bigger {
+			if !short && !lower && !overdue && !bigger && !deeper {
 				break
 			}
-			if short && !lower && !overdue && !bigger {
+			if short && !lower && !overdue && !bigger && !deeper {
 				next = s.planned
 				if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
 					next = lo
@@ -965,7 +1063,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 				reason = why
 				break
 			}
-			if bigger && !lower && !overdue {
+			if bigger && !lower && !overdue && !deeper {
 				// Cut by what the drain falls short of: the queue seen,
 				// emptied within DrainTime, against the pace the probes
 				// since the cut show it shrinking (or growing) at. The
@@ -998,6 +1096,9 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		if g > 0 {
 			qNow += g * s.age.Seconds()
 		}
+		if w := waited.Seconds(); w > qNow {
+			qNow = w // what the probes in flight show already
+		}
 		f := 1 - qNow/cfg.DrainTime.Seconds()
 		if lo := 1 - cfg.MaxDecreaseStep; f < lo {
 			f = lo // a longer drain rather than a collapse
@@ -1016,7 +1117,16 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		}
 		s.planned = next
 		reason = why
-		if lo := r * (1 - cfg.MaxDecreaseStep); next < lo {
+		// One cut goes at most MaxDecreaseStep below the rate, so a wrong
+		// estimate cannot collapse it; a capacity the counters showed is
+		// no estimate, and the bound is taken from it instead. From the
+		// rate, the VM's step from 8 to 2 Mbit/s cut 7.2 to 1.8 first,
+		// which drained the modem's queue at 0.2 Mbit/s until the next cut.
+		lo := r * (1 - cfg.MaxDecreaseStep)
+		if counted {
+			lo = capEst * (1 - cfg.MaxDecreaseStep)
+		}
+		if next < lo {
 			next = lo
 		}
 		s.cutCap = capEst
@@ -1046,7 +1156,7 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 			s.held = uint64(next)
 		}
 	case loaded:
-		if now-s.lastInc < cfg.IncreaseEvery || (s.lastDec != never && now-s.lastDec < cfg.DecreaseEvery) {
+		if !due(now, s.lastInc, cfg.IncreaseEvery) || !due(now, s.lastDec, cfg.DecreaseEvery) {
 			flat = s.flatSince != never
 			break
 		}
@@ -1196,6 +1306,17 @@ func (c *Controller) decide(d Dir, now time.Duration) {
 		s.last, s.lastAt = reason, now
 	}
 	c.out.Dir[d] = DirOutput{Rate: nr, Changed: changed, Reason: reason}
+}
+
+// due says a decision last taken at last may be taken again: one per
+// period, where a tick that comes up to a quarter period early still
+// counts. The daemon ticks at the period itself, and a ticker keeps its
+// phase, so a tick that fires late is followed by one that comes early:
+// with the exact period, every other such tick was refused, and after the
+// VM's step down the second cut (from 1.8 to 1 Mbit/s on a 2 Mbit/s link)
+// came 200 ms after the first instead of 100.
+func due(now, last, period time.Duration) bool {
+	return last == never || now-last >= period-period/4
 }
 
 // loadSettle is how long after a direction was last lightly loaded the

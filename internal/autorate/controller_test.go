@@ -2,6 +2,7 @@ package autorate_test
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -113,6 +114,39 @@ func TestStepDown(t *testing.T) {
 				stepDownChecks(t, link(d, down20, udpReflectors(4), tk), d)
 			})
 		}
+	}
+}
+
+// TestStepDownQuarter: the download's capacity falls to a quarter (8 to 2
+// Mbit/s from 7.2, the VM lab's step) at each 10 ms of the 100 ms tick,
+// with two reflectors (one-way UDP and ICMP) probed at the tick, as the
+// daemon does. The sender is greedy at our rate, so the modem's queue
+// grows 2.6 ms a millisecond until the cut, and its drain is bounded by
+// the minimum rate (1 Mbit/s): how late the first cut comes decides the
+// rest. Without the probes in flight (Input.Waiting) the cut waited for
+// replies that the queue held back, and its timing moved with the step's
+// phase: back under target 0.70-3.41 s after, the queue's peak 0.33-1.49
+// s; with them 0.70-1.32 s and 0.33-0.60 s.
+func TestStepDownQuarter(t *testing.T) {
+	for k := range 10 {
+		at := step + time.Duration(k)*10*ms
+		t.Run(fmt.Sprint(k*10, "ms"), func(t *testing.T) {
+			capf := steps([]time.Duration{0, at}, []float64{8 * mbit, 2 * mbit})
+			s := linkFrom(autorate.Down, 7.2*mbit, capf, append(udpReflectors(1), icmpReflectors(1, false)...), 100*ms)
+			for i := range s.refl {
+				s.refl[i].next = 0 // at the tick
+			}
+			s.run(at + 5*sec)
+			rec := s.recovery(autorate.Down, at, 5*sec, target)
+			var peak time.Duration
+			for _, r := range s.window(at, at+5*sec) {
+				peak = max(peak, r.delay[autorate.Down])
+			}
+			t.Logf("back under target %v after the step, the queue's peak %v", rec, peak.Round(ms))
+			if rec > 1500*ms || peak > 700*ms {
+				t.Errorf("back under target %v after the capacity fell to a quarter, the queue's peak %v; want <= 1.5 s, 700 ms", rec, peak.Round(ms))
+			}
+		})
 	}
 }
 

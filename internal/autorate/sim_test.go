@@ -16,6 +16,7 @@ package autorate_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -258,7 +259,7 @@ func (s *sim) sendProbe(i int) {
 		}
 	}
 	if lost {
-		s.pend = append(s.pend, pending{at: t + time.Second, s: autorate.Sample{Reflector: i, Lost: true}})
+		s.pend = append(s.pend, pending{at: t + time.Second, s: autorate.Sample{Reflector: i, Lost: true, Sent: t}})
 		return
 	}
 	// With pktWait: sqm's own cake keeps a probe clear of its queue, but
@@ -311,6 +312,19 @@ func (s *sim) doTick() {
 		}
 	}
 	s.pend = s.pend[:n]
+	// the probes in flight, the oldest per reflector first (pend is
+	// sorted by arrival, so look at all), as reflector.Prober reports them
+	s.in.Waiting = s.in.Waiting[:0]
+	for _, p := range s.pend {
+		w := autorate.Waiting{Reflector: p.s.Reflector, Sent: p.s.Sent}
+		k := slices.IndexFunc(s.in.Waiting, func(o autorate.Waiting) bool { return o.Reflector == w.Reflector })
+		switch {
+		case k < 0:
+			s.in.Waiting = append(s.in.Waiting, w)
+		case w.Sent < s.in.Waiting[k].Sent:
+			s.in.Waiting[k] = w
+		}
+	}
 	for d := range s.dir {
 		sd := s.dir[d]
 		s.in.Shaper[d] = autorate.Shaper{Bytes: uint64(sd.sent), HaveQueue: true, Drops: sd.drops}

@@ -56,6 +56,8 @@ type Prober interface {
 	// SetInterval: probe each target every d (the controller's idle
 	// interval while the link is idle, its probe interval otherwise).
 	SetInterval(d time.Duration)
+	// Waiting calls fn with each target's oldest probe still in flight.
+	Waiting(fn func(target int, sent time.Time))
 }
 
 // Config is one loop.
@@ -113,6 +115,8 @@ type Loop struct {
 	probeEvery   time.Duration // the interval the prober was last given
 	tick         time.Duration // how often Step should run now (Interval)
 	lastStep     time.Duration // now at the previous Step
+	origin       time.Time     // Step's, for waitFn
+	waitFn       func(int, time.Time)
 	idleC        chan struct{} // IdleChanged's
 
 	// The Waker's state: armed; the ticks at ProbeInterval left after a
@@ -226,6 +230,10 @@ func New(cfg Config) (*Loop, error) {
 		probeEvery: cfg.Controller.ProbeInterval, tick: cfg.Controller.ProbeInterval, idleC: make(chan struct{}, 1)}
 	l.cfg.Targets = append([]reflector.Target(nil), cfg.Targets...)
 	l.in.Samples = make([]autorate.Sample, 0, cfg.BufferSize)
+	l.in.Waiting = make([]autorate.Waiting, 0, len(cfg.Targets))
+	l.waitFn = func(i int, sent time.Time) {
+		l.in.Waiting = append(l.in.Waiting, autorate.Waiting{Reflector: i, Sent: sent.Sub(l.origin)})
+	}
 	l.rs = make([]reflector.Sample, 0, cfg.BufferSize)
 	l.status.Reflectors = make([]ReflectorStatus, len(cfg.Targets))
 	for d := range l.status.Dir {
@@ -273,6 +281,8 @@ func (l *Loop) Step(now time.Duration, origin time.Time) {
 		}
 		l.in.Samples = append(l.in.Samples, as)
 	}
+	l.in.Waiting, l.origin = l.in.Waiting[:0], origin
+	l.cfg.Prober.Waiting(l.waitFn)
 	var readErr [2]error
 	for d, sh := range l.cfg.Shapers {
 		if sh != nil {

@@ -73,6 +73,8 @@ func (p *fakeProber) Poll(emit func(*reflector.Sample)) error {
 	return nil
 }
 
+func (p *fakeProber) Waiting(func(int, time.Time)) {}
+
 func (p *fakeProber) SetInterval(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -224,3 +224,48 @@ func TestWaiting(t *testing.T) {
 	p.applyReplacements()
 	check("replaced in flight", false, false)
 }
+
+// TestProbesWaiting: Waiting reports each target's oldest probe in
+// flight, until its reply or its loss.
+func TestProbesWaiting(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	p, _ := socketless(t, 50*time.Millisecond, Target{Addr: a, Kind: ICMPEcho}, Target{Addr: b, Kind: ICMPEcho})
+	emit := func(*Sample) {}
+	waiting := func() map[int]uint32 {
+		m := map[int]uint32{}
+		p.Waiting(func(i int, sent time.Time) {
+			if _, dup := m[i]; dup {
+				t.Errorf("target %d reported twice", i)
+			}
+			for seq := p.tail; seq != p.next; seq++ {
+				if sl := &p.ring[seq&p.mask]; sl.live && sl.sent.Equal(sent) && int(sl.target) == i {
+					m[i] = seq
+				}
+			}
+		})
+		return m
+	}
+	if w := waiting(); len(w) != 0 {
+		t.Fatalf("nothing sent, waiting %v", w)
+	}
+	p.send(0, emit) // seq 0
+	p.send(1, emit) // 1
+	p.send(0, emit) // 2
+	if w := waiting(); len(w) != 2 || w[0] != 0 || w[1] != 1 {
+		t.Fatalf("waiting %v (target: seq), want the oldest of each: map[0:0 1:1]", w)
+	}
+	reply := func(seq uint32) []byte {
+		e := appendEcho(nil, icmp4Echo, p.icmpID, seq)
+		e[0] = icmp4EchoReply
+		return e
+	}
+	now := time.Now()
+	p.icmp4(reply(0), a, now, now, emit)
+	if w := waiting(); len(w) != 2 || w[0] != 2 || w[1] != 1 {
+		t.Fatalf("after seq 0's reply, waiting %v, want map[0:2 1:1]", w)
+	}
+	p.expire(now.Add(time.Second), emit)
+	if w := waiting(); len(w) != 0 {
+		t.Fatalf("after the timeout, waiting %v", w)
+	}
+}

@@ -57,6 +57,7 @@ type Prober struct {
 	// inflight counts the live probes per socket: drain reads a socket
 	// only while it waits for something on it.
 	inflight [nSocks]int
+	seen     []bool // Waiting's: targets reported
 
 	// every is how often each target is probed now (Config.Interval, or
 	// SetInterval's), owned by Poll; want is SetInterval's, under mu.
@@ -394,6 +395,26 @@ func (p *Prober) Poll(emit func(*Sample)) error {
 	p.expire(now, emit)
 	p.sendDue(now, now.Add(p.every/4), emit)
 	return nil
+}
+
+// Waiting calls fn with each target's oldest probe still in flight (lost
+// ones too, until Poll reports them lost), as of the last Poll. A probe
+// stuck in a queue answers only that queue's delay later; how long it has
+// waited so far is a lower bound on the delay, which the controller reads
+// before the reply comes. Call it from Poll's goroutine.
+func (p *Prober) Waiting(fn func(target int, sent time.Time)) {
+	if len(p.seen) != len(p.targets) {
+		p.seen = make([]bool, len(p.targets))
+	}
+	clear(p.seen)
+	for seq := p.tail; seq != p.next; seq++ {
+		sl := &p.ring[seq&p.mask]
+		if !sl.live || sl.seq != seq || int(sl.target) >= len(p.seen) || p.seen[sl.target] {
+			continue
+		}
+		p.seen[sl.target] = true
+		fn(int(sl.target), sl.sent)
+	}
 }
 
 // applyInterval takes SetInterval's interval. Probing faster again, every

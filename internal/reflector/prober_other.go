@@ -24,3 +24,4 @@ func (p *Prober) Poll(emit func(*Sample)) error { return errNotLinux }
 func (p *Prober) Close() error                  { return nil }
 func (p *Prober) Replace(i int, t Target) error { return errNotLinux }
 func (p *Prober) SetInterval(time.Duration)     {}
+func (p *Prober) Waiting(func(int, time.Time))  {}
