@@ -178,6 +178,10 @@ type sim struct {
 	// current one's).
 	hiccupEvery, hiccupMax time.Duration
 	hiccupEnd, hiccupAdd   time.Duration
+	// lateTick: every other tick comes this much late (the next one
+	// early, as a ticker's do); ticks counts them, nextTick is the next
+	ticks              int
+	lateTick, nextTick time.Duration
 }
 
 func newSim(cfg autorate.Config, refl []simRefl, down, up *simDir, tick time.Duration) *sim {
@@ -211,8 +215,14 @@ func (s *sim) stalled(t time.Duration) bool {
 func (s *sim) run(until time.Duration) {
 	for ; s.t < until; s.t += simStep {
 		t := s.t
-		if t%s.tick == 0 {
+		if t >= s.nextTick {
 			s.doTick()
+			// a ticker keeps its phase: a late tick's next comes early
+			s.ticks++
+			s.nextTick = time.Duration(s.ticks) * s.tick
+			if s.ticks%2 == 1 {
+				s.nextTick += s.lateTick
+			}
 		}
 		if s.hiccupEvery > 0 && t >= s.hiccupEnd && s.rng.Float64() < float64(simStep)/float64(s.hiccupEvery) {
 			s.hiccupEnd, s.hiccupAdd = t+50*time.Millisecond, time.Duration(s.rng.Int64N(int64(s.hiccupMax)))
