@@ -322,8 +322,8 @@ func (s *sim) doTick() {
 		}
 	}
 	s.pend = s.pend[:n]
-	// the probes in flight, the oldest per reflector first (pend is
-	// sorted by arrival, so look at all), as reflector.Prober reports them
+	// each reflector's oldest probe in flight, as reflector.Prober
+	// reports them (pend is sorted by arrival, not sending: all are read)
 	s.in.Waiting = s.in.Waiting[:0]
 	for _, p := range s.pend {
 		w := autorate.Waiting{Reflector: p.s.Reflector, Sent: p.s.Sent}

@@ -58,6 +58,7 @@ type fakeProber struct {
 	polls     int                                // Poll's calls
 	onPoll    func(emit func(*reflector.Sample)) // if set, each Poll calls it
 	intervals []time.Duration                    // SetInterval's, in order
+	waiting   map[int]time.Time                  // Waiting's: target, its oldest probe's send time
 }
 
 func (p *fakeProber) Poll(emit func(*reflector.Sample)) error {
@@ -73,7 +74,14 @@ func (p *fakeProber) Poll(emit func(*reflector.Sample)) error {
 	return nil
 }
 
-func (p *fakeProber) Waiting(func(int, time.Time)) {}
+func (p *fakeProber) Waiting(fn func(int, time.Time)) {
+	p.mu.Lock()
+	w := p.waiting
+	p.mu.Unlock()
+	for i, sent := range w {
+		fn(i, sent)
+	}
+}
 
 func (p *fakeProber) SetInterval(d time.Duration) {
 	p.mu.Lock()
@@ -546,6 +554,20 @@ func TestIdleSlowsTicks(t *testing.T) {
 
 // newIdleRunRig is a rig for Run in real time: the shapers' clock stands
 // still (no load), and the controller idles after 200 ms.
+// TestStepWaiting: Step gives the controller the prober's probes in
+// flight, on the controller's clock.
+func TestStepWaiting(t *testing.T) {
+	r := newRig(t, false)
+	r.tick(0, 0, 1)
+	r.prober.mu.Lock()
+	r.prober.waiting = map[int]time.Time{1: r.origin.Add(r.now - 30*time.Millisecond)}
+	r.prober.mu.Unlock()
+	r.tick(0, 0)
+	if w := r.loop.in.Waiting; len(w) != 1 || w[0].Reflector != 1 || w[0].Sent != r.now-130*time.Millisecond {
+		t.Fatalf("the controller's input had waiting %+v, want reflector 1's probe sent at %v", w, r.now-130*time.Millisecond)
+	}
+}
+
 func newIdleRunRig(t *testing.T) *rig {
 	r := newRig(t, true)
 	clock := new(time.Duration)
