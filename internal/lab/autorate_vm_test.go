@@ -68,7 +68,7 @@ import (
 // just at the step, a run under the CPU profiler, and one at 5.03 Mbit/s.
 // Since the prober runs on the loop's tick (docs/autorate.md, "CPU: the
 // prober on the loop's tick"), 8 of 8 met it (3.51-4.71 s; 4 of them
-// with a second poll a tick since reverted); 18 of 20 since the cut
+// with a second poll a tick since reverted); 19 of 22 since the cut
 // reads the probes in flight (3.01-4.31 s).
 //
 // The p95 bound failed in about one run of 8-35 until the step down's
