@@ -583,18 +583,25 @@ func (c *Controller) waitRise(now time.Duration) time.Duration {
 // carries nothing), below the rate, with the shaper empty or below the
 // bottleneck: the last tick's count is what comes through.
 func (s *direction) fellTick(cfg *Config) bool {
-	if s.nhist < 3 {
-		return false
-	}
-	a, b, p := &s.hist[(s.nhist-1)%histLen], &s.hist[(s.nhist-2)%histLen], &s.hist[(s.nhist-3)%histLen]
-	if a.t <= b.t || b.t <= p.t {
-		return false
-	}
-	last := float64(a.bytes-b.bytes) * 8 / (a.t - b.t).Seconds()
-	prev := float64(b.bytes-p.bytes) * 8 / (b.t - p.t).Seconds()
-	r := float64(b.rate)
-	return prev < 0.95*float64(p.rate) && last < 0.95*r && last >= (1-cfg.MaxDecreaseStep)*r &&
+	last, set, ok := s.tickRate(0)
+	prev, prevSet, okPrev := s.tickRate(1)
+	r := float64(set)
+	return ok && okPrev && prev < 0.95*float64(prevSet) && last < 0.95*r && last >= (1-cfg.MaxDecreaseStep)*r &&
 		(s.bottleneckBelow() || !s.backlogged)
+}
+
+// tickRate is what the shaper sent (bits/s) over the tick that ended
+// back ticks ago (0: the last one), and the rate set for that tick.
+func (s *direction) tickRate(back int) (sent float64, set uint64, ok bool) {
+	if s.nhist < back+2 {
+		return 0, 0, false
+	}
+	a, b := &s.hist[(s.nhist-1-back)%histLen], &s.hist[(s.nhist-2-back)%histLen]
+	dt := a.t - b.t
+	if dt <= 0 {
+		return 0, 0, false
+	}
+	return float64(a.bytes-b.bytes) * 8 / dt.Seconds(), b.rate, true
 }
 
 // bottleneckBelow: the shaper knows its queue, it is empty, and it sends
@@ -609,14 +616,8 @@ func (s *direction) bottleneckBelow() bool {
 // last tick: when the bottleneck just moved, the window still remembers the
 // capacity before.
 func (s *direction) recent() uint64 {
-	if s.nhist < 2 {
-		return s.achieved
-	}
-	a, b := &s.hist[(s.nhist-1)%histLen], &s.hist[(s.nhist-2)%histLen]
-	if dt := a.t - b.t; dt > 0 {
-		if last := uint64(float64(a.bytes-b.bytes) * 8 / dt.Seconds()); last < s.achieved {
-			return last
-		}
+	if last, _, ok := s.tickRate(0); ok && uint64(last) < s.achieved {
+		return uint64(last)
 	}
 	return s.achieved
 }
